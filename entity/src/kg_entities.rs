@@ -1,0 +1,23 @@
+//! `kg_entities`. The anchor embedding column is backend-specific and handled by `cairn::store`.
+
+use sea_orm::entity::prelude::*;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel, Serialize, Deserialize)]
+#[sea_orm(table_name = "kg_entities")]
+pub struct Model {
+    #[sea_orm(primary_key)]
+    pub id: i64,
+    pub team_id: i64,
+    pub r#type: String,
+    pub name: String,
+    pub name_norm: String,
+    #[sea_orm(column_type = "Text")]
+    pub description: Option<String>,
+    pub first_seen_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

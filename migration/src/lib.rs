@@ -1,0 +1,21 @@
+//! Cairn's schema, one migration list for both backends.
+//!
+//! Each migration carries hand-written SQL per backend (`sql/*.sql`): the two schemas differ
+//! where the engines do (pgvector `vector(384)` + HNSW and a generated weighted `tsvector` on
+//! PostgreSQL; little-endian f32 blobs and an external-content FTS5 table on SQLite), and
+//! keeping them as plain SQL makes the constraints the database enforces easy to read.
+//! Every table of DESIGN.md §3 exists from the first migration on.
+
+pub use sea_orm_migration::prelude::*;
+
+mod m20261129_000001_init;
+
+/// The migration list `cairn migrate` and `cairn serve` apply.
+pub struct Migrator;
+
+#[async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![Box::new(m20261129_000001_init::Migration)]
+    }
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs every test: formatting and lints, unit tests, and the end-to-end suite on SQLite AND on
+# PostgreSQL (+pgvector, started on 127.0.0.1 for the run), plus the console in headless
+# Chromium. Installs what it needs, idempotently.
+set -euo pipefail
+. "$(dirname "$0")/common.sh"
+cd "$ROOT"
+
+ensure_rust
+ensure_apt ca-certificates gcc pkg-config python3 python3-pip nodejs npm chromium chromium-driver
+
+log "PostgreSQL + pgvector ..."
+CAIRN_TEST_PG_URL=$(bash scripts/pgvector.sh start)
+export CAIRN_TEST_PG_URL
+# Databases left by interrupted earlier runs.
+PGDATA_RUN=${PGV_ROOT:-/var/tmp/pgvector}/run
+for db in $(runuser -u postgres -- psql -X -qAt -h "$PGDATA_RUN" -p "${PGV_PORT:-25432}" -U postgres -d postgres \
+      -c "SELECT datname FROM pg_database WHERE datname LIKE 'cairn_t_%'" 2>/dev/null || true); do
+  runuser -u postgres -- psql -X -q -h "$PGDATA_RUN" -p "${PGV_PORT:-25432}" -U postgres -d postgres \
+    -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
+done
+
+log "embedding model ..."
+CAIRN_EMBED_MODEL=${CAIRN_EMBED_MODEL:-$(bash scripts/fetch-model.sh)}
+export CAIRN_EMBED_MODEL
+
+log "console (Trunk) ..."
+bash scripts/build-console.sh
+
+log "cargo fmt --check"
+cargo fmt --all --check
+log "cargo clippy --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+
+log "cargo test (unit + end-to-end, SQLite and PostgreSQL, console in Chromium)"
+cargo test --workspace --no-fail-fast -- --test-threads="${CAIRN_TEST_THREADS:-4}"

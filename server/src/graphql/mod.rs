@@ -1,0 +1,232 @@
+//! The GraphQL API (DESIGN.md §9): schema, thin resolvers over [`crate::service`],
+//! dataloaders, and the error-code table. The only module that knows GraphQL.
+
+pub mod error;
+pub mod loaders;
+pub mod types;
+
+use async_graphql::connection::{Connection, Edge, EmptyFields};
+use async_graphql::{Context, Data, Object, Schema, Subscription, ID};
+use futures_util::Stream;
+use tokio_stream::wrappers::BroadcastStream;
+use tokio_stream::StreamExt;
+
+use crate::auth::{AuthError, Principal};
+use crate::events::EventKind;
+use crate::service::{Cairn, ServiceError};
+use error::ErrorCodes;
+use loaders::Loaders;
+use types::{api, GqlApiToken, GqlCorpus, GqlRole, GqlUser, Me, NewToken};
+
+pub type CairnSchema = Schema<Query, Mutation, SubscriptionRoot>;
+
+/// Limits that keep abusive queries cheap to refuse.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub max_depth: usize,
+    pub max_complexity: usize,
+}
+
+pub fn build_schema(cairn: Cairn, limits: Limits) -> CairnSchema {
+    Schema::build(Query, Mutation, SubscriptionRoot)
+        .data(cairn)
+        .extension(ErrorCodes)
+        .limit_depth(limits.max_depth)
+        .limit_complexity(limits.max_complexity)
+        .finish()
+}
+
+/// The SDL as committed in `schema.graphql`.
+pub fn sdl() -> String {
+    Schema::build(Query, Mutation, SubscriptionRoot)
+        .finish()
+        .sdl()
+}
+
+/// The per-request data for an authenticated caller (HTTP request or WebSocket connection).
+pub fn request_data(cairn: &Cairn, principal: Principal) -> Data {
+    let mut data = Data::default();
+    data.insert(Loaders::new(cairn, &principal));
+    data.insert(principal);
+    data
+}
+
+pub(crate) fn principal_of<'a>(ctx: &Context<'a>) -> async_graphql::Result<&'a Principal> {
+    ctx.data_opt::<Principal>()
+        .ok_or_else(|| api(ServiceError::Auth(AuthError::MissingToken)))
+}
+
+pub(crate) fn loaders_of<'a>(ctx: &Context<'a>) -> async_graphql::Result<&'a Loaders> {
+    ctx.data_opt::<Loaders>()
+        .ok_or_else(|| api(ServiceError::Auth(AuthError::MissingToken)))
+}
+
+fn cairn_of<'a>(ctx: &Context<'a>) -> async_graphql::Result<&'a Cairn> {
+    ctx.data::<Cairn>()
+}
+
+/// Object ids are decimal integers; anything else names nothing.
+fn parse_id(id: &ID, what: &'static str) -> async_graphql::Result<i64> {
+    id.parse::<i64>()
+        .map_err(|_| api(ServiceError::NotFound(what)))
+}
+
+const MAX_PAGE: usize = 100;
+
+pub struct Query;
+
+#[Object]
+impl Query {
+    /// The authenticated caller.
+    async fn me(&self, ctx: &Context<'_>) -> async_graphql::Result<Me> {
+        principal_of(ctx)?;
+        Ok(Me)
+    }
+
+    /// The corpora the caller may see: the team's and the system corpora, oldest first.
+    #[graphql(complexity = "first.unwrap_or(20).clamp(0, 100) as usize * child_complexity")]
+    async fn corpora(
+        &self,
+        ctx: &Context<'_>,
+        first: Option<i32>,
+        after: Option<String>,
+    ) -> async_graphql::Result<Connection<String, GqlCorpus, EmptyFields, EmptyFields>> {
+        let p = principal_of(ctx)?;
+        let limit = first.unwrap_or(20).clamp(0, MAX_PAGE as i32) as usize;
+        let after =
+            match after {
+                Some(c) => Some(c.parse::<i64>().map_err(|_| {
+                    api(crate::domain::InvalidInput("invalid cursor".into()).into())
+                })?),
+                None => None,
+            };
+        let mut rows = cairn_of(ctx)?
+            .corpora(p, after, limit as u64 + 1)
+            .await
+            .map_err(api)?;
+        let has_next = rows.len() > limit;
+        rows.truncate(limit);
+        let mut conn = Connection::new(after.is_some(), has_next);
+        conn.edges.extend(
+            rows.into_iter()
+                .map(|c| Edge::new(c.id.to_string(), GqlCorpus::from(c))),
+        );
+        Ok(conn)
+    }
+
+    /// One corpus. NOT_FOUND (with a null corpus) when it does not exist or belongs to another
+    /// team: the two cases are indistinguishable.
+    async fn corpus(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Option<GqlCorpus>> {
+        let p = principal_of(ctx)?;
+        let id = parse_id(&id, "corpus")?;
+        let c = cairn_of(ctx)?.corpus(p, id).await.map_err(api)?;
+        Ok(Some(c.into()))
+    }
+}
+
+pub struct Mutation;
+
+#[Object]
+impl Mutation {
+    /// Creates a corpus in the caller's team (needs `corpus.create`).
+    async fn create_corpus(
+        &self,
+        ctx: &Context<'_>,
+        name: String,
+        description: Option<String>,
+    ) -> async_graphql::Result<GqlCorpus> {
+        let p = principal_of(ctx)?;
+        let c = cairn_of(ctx)?
+            .create_corpus(p, &name, description.as_deref())
+            .await
+            .map_err(api)?;
+        Ok(c.into())
+    }
+
+    /// Creates a user in the caller's team (needs `admin`; only owners create owners).
+    async fn create_user(
+        &self,
+        ctx: &Context<'_>,
+        name: String,
+        role: GqlRole,
+    ) -> async_graphql::Result<GqlUser> {
+        let p = principal_of(ctx)?;
+        let u = cairn_of(ctx)?
+            .create_user(p, &name, role.into())
+            .await
+            .map_err(api)?;
+        u.try_into()
+    }
+
+    /// Mints a token for `userId` (default: yourself; others need `admin`). The secret is in
+    /// the reply once and never again.
+    async fn create_token(
+        &self,
+        ctx: &Context<'_>,
+        user_id: Option<ID>,
+        label: Option<String>,
+    ) -> async_graphql::Result<NewToken> {
+        let p = principal_of(ctx)?;
+        let user_id = user_id.as_ref().map(|u| parse_id(u, "user")).transpose()?;
+        let cairn = cairn_of(ctx)?;
+        let (row, secret) = cairn
+            .create_token(p, user_id, label.as_deref())
+            .await
+            .map_err(api)?;
+        let user = loaders_of(ctx)?
+            .users
+            .load_one(row.user_id)
+            .await
+            .map_err(|e| api(ServiceError::Internal(e.to_string())))?
+            .ok_or_else(|| api(ServiceError::NotFound("user")))?;
+        Ok(NewToken {
+            token: secret,
+            api_token: GqlApiToken::from(row),
+            user: user.try_into()?,
+        })
+    }
+
+    /// Revokes a token (your own; anyone's in the team with `admin`). Requests made with it
+    /// are refused as UNAUTHENTICATED from then on.
+    async fn revoke_token(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<bool> {
+        let p = principal_of(ctx)?;
+        let id = parse_id(&id, "token")?;
+        cairn_of(ctx)?.revoke_token(p, id).await.map_err(api)
+    }
+}
+
+pub struct SubscriptionRoot;
+
+#[Subscription]
+impl SubscriptionRoot {
+    /// Corpora created in the caller's team from now on.
+    async fn corpus_created(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<impl Stream<Item = GqlCorpus>> {
+        let p = principal_of(ctx)?;
+        let team = p.team_id;
+        let rx = cairn_of(ctx)?.bus.subscribe();
+        Ok(BroadcastStream::new(rx).filter_map(move |ev| match ev {
+            Ok(ev) if ev.team_id == team => match ev.kind {
+                EventKind::CorpusCreated(c) => Some(GqlCorpus::from(c)),
+            },
+            _ => None,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The committed `schema.graphql` is the SDL the server serves. Regenerate with
+    /// `cargo run -p cairn-server -- schema > schema.graphql`.
+    #[test]
+    fn committed_schema_is_current() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../schema.graphql");
+        let committed = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            committed == super::sdl(),
+            "schema.graphql drifted from the server's SDL: run `cargo run -p cairn-server -- schema > schema.graphql`"
+        );
+    }
+}

@@ -1,0 +1,22 @@
+//! Cairn: a self-hosted knowledge server.
+//!
+//! Layout (see ARCHITECTURE.md for the invariants each module keeps):
+//!
+//! - [`domain`]: pure rules (roles, capabilities, visibility, name rules). No I/O.
+//! - [`auth`]: principals, tokens, the readable-document rule.
+//! - [`store`]: repositories over sea-orm; the only module that builds queries.
+//! - [`service`]: use cases (capability checks + store calls); no GraphQL, no HTTP.
+//! - [`events`]: the in-process, team-scoped event bus behind subscriptions.
+//! - [`graphql`]: schema, thin resolvers, dataloaders, error codes; the only GraphQL module.
+//! - [`http`]: axum router, console, health and metrics.
+//! - [`app`]: wiring a server together; [`config`]: the one typed configuration.
+
+pub mod app;
+pub mod auth;
+pub mod config;
+pub mod domain;
+pub mod events;
+pub mod graphql;
+pub mod http;
+pub mod service;
+pub mod store;

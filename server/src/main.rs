@@ -1,0 +1,246 @@
+//! The `cairn` command line: `serve`, `migrate`, `user create`, `token create|revoke`,
+//! `schema`.
+
+use std::process::ExitCode;
+
+use cairn::app;
+use cairn::auth;
+use cairn::config::{Config, LogFormat};
+use cairn::domain::{self, Role};
+use cairn::service::{DEFAULT_TEAM, INITIAL_TOKEN_FILE};
+use cairn::store::Store;
+use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+#[derive(Parser)]
+#[command(name = "cairn", version, about = "A self-hosted knowledge server")]
+struct Cli {
+    #[command(flatten)]
+    config: Config,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the server (console and API).
+    Serve,
+    /// Apply database migrations and exit.
+    Migrate,
+    /// Manage users.
+    #[command(subcommand)]
+    User(UserCommand),
+    /// Manage API tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Print the GraphQL schema (SDL).
+    Schema,
+}
+
+#[derive(Subcommand)]
+enum UserCommand {
+    /// Create a user; prints its id.
+    Create {
+        #[arg(long)]
+        name: String,
+        #[arg(long, default_value = "member", value_parser = parse_role)]
+        role: Role,
+        /// Team name; created when missing. Default: the only team.
+        #[arg(long)]
+        team: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// Create a token for a user; prints the secret once.
+    Create {
+        #[arg(long)]
+        user: i64,
+        #[arg(long)]
+        label: Option<String>,
+    },
+    /// Revoke a token by id.
+    Revoke { id: i64 },
+}
+
+fn parse_role(s: &str) -> Result<Role, String> {
+    s.parse::<Role>().map_err(|e| e.to_string())
+}
+
+#[derive(Debug, thiserror::Error)]
+enum CliError {
+    #[error(transparent)]
+    Start(#[from] app::StartError),
+    #[error(transparent)]
+    Store(#[from] cairn::store::StoreError),
+    #[error(transparent)]
+    Invalid(#[from] domain::InvalidInput),
+    #[error("{0}")]
+    Usage(String),
+}
+
+fn init_tracing(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,sea_orm=warn,tower_http=info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.config.log_format);
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), CliError> {
+    let cfg = cli.config;
+    match cli.command {
+        Command::Serve => serve(&cfg).await,
+        Command::Migrate => {
+            app::open_store(&cfg).await?;
+            println!("migrations applied");
+            Ok(())
+        }
+        Command::Schema => {
+            print!("{}", cairn::graphql::sdl());
+            Ok(())
+        }
+        Command::User(UserCommand::Create { name, role, team }) => {
+            let store = app::open_store(&cfg).await?;
+            let team = resolve_team(&store, team.as_deref()).await?;
+            let name = domain::clean_name(&name, "user name")?;
+            let user = store.create_user(team.id, &name, role).await?;
+            store
+                .audit(
+                    Some(team.id),
+                    None,
+                    "user.create",
+                    Some(&user.id.to_string()),
+                )
+                .await?;
+            println!("{}", user.id);
+            eprintln!("created user {} ({role}) in team {}", user.name, team.name);
+            Ok(())
+        }
+        Command::Token(TokenCommand::Create { user, label }) => {
+            let store = app::open_store(&cfg).await?;
+            let u = store
+                .user(user)
+                .await?
+                .ok_or_else(|| CliError::Usage(format!("no user with id {user}")))?;
+            let secret = auth::generate_token();
+            let row = store
+                .create_token(u.id, &secret.hash, label.as_deref())
+                .await?;
+            store
+                .audit(
+                    Some(u.team_id),
+                    None,
+                    "token.create",
+                    Some(&row.id.to_string()),
+                )
+                .await?;
+            println!("{}", secret.secret);
+            eprintln!("token {} for user {} (shown once)", row.id, u.name);
+            Ok(())
+        }
+        Command::Token(TokenCommand::Revoke { id }) => {
+            let store = app::open_store(&cfg).await?;
+            if store.token(id).await?.is_none() {
+                return Err(CliError::Usage(format!("no token with id {id}")));
+            }
+            let revoked = store.revoke_token(id).await?;
+            store
+                .audit(None, None, "token.revoke", Some(&id.to_string()))
+                .await?;
+            println!(
+                "{}",
+                if revoked {
+                    "revoked"
+                } else {
+                    "already revoked"
+                }
+            );
+            Ok(())
+        }
+    }
+}
+
+async fn resolve_team(
+    store: &Store,
+    name: Option<&str>,
+) -> Result<entity::prelude::Team, CliError> {
+    match name {
+        Some(n) => {
+            let n = domain::clean_name(n, "team name")?;
+            match store.team_by_name(&n).await? {
+                Some(t) => Ok(t),
+                None => Ok(store.create_team(&n).await?),
+            }
+        }
+        None => match store.team_by_name(DEFAULT_TEAM).await? {
+            Some(t) => Ok(t),
+            None => Err(CliError::Usage(
+                "no default team yet: pass --team NAME, or start `cairn serve` once".into(),
+            )),
+        },
+    }
+}
+
+async fn serve(cfg: &Config) -> Result<(), CliError> {
+    let running = app::start(cfg).await?;
+    if let Some(b) = &running.bootstrap {
+        let path = cfg.data_dir.join(INITIAL_TOKEN_FILE);
+        println!();
+        println!(
+            "Cairn created team \"{}\" and its owner \"{}\".",
+            b.team.name, b.owner.name
+        );
+        println!(
+            "Login token (shown once; also saved to {} with mode 0600):",
+            path.display()
+        );
+        println!();
+        println!("    {}", b.token);
+        println!();
+    }
+    println!("Cairn is listening on http://{}", running.addr);
+    tokio::select! {
+        r = running.wait() => r?,
+        _ = shutdown_signal() => {
+            tracing::info!("shutting down");
+        }
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+}

@@ -1,0 +1,282 @@
+//! Use cases: each checks the caller's capability, applies the domain rules and calls the
+//! store. Knows nothing of GraphQL or HTTP; resolvers and the CLI both call it.
+
+use std::path::Path;
+
+use entity::prelude::{ApiToken, Corpus, Team, User};
+
+use crate::auth::{self, AuthError, Principal};
+use crate::domain::{self, Capability, InvalidInput, Role};
+use crate::events::{Bus, Event, EventKind};
+use crate::store::{self, CorpusCounts, Store, StoreError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error(transparent)]
+    Auth(#[from] AuthError),
+    /// The object does not exist or the caller may not see it (indistinguishable by design).
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    #[error(transparent)]
+    Invalid(#[from] InvalidInput),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl From<StoreError> for ServiceError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Conflict(m) => ServiceError::Conflict(m),
+            other => ServiceError::Internal(other.to_string()),
+        }
+    }
+}
+
+pub type ServiceResult<T> = Result<T, ServiceError>;
+
+/// What the first start on an empty database created.
+pub struct Bootstrap {
+    pub team: Team,
+    pub owner: User,
+    pub token: String,
+}
+
+/// The application core shared by the HTTP server, the GraphQL schema and the CLI.
+#[derive(Clone, Debug)]
+pub struct Cairn {
+    pub store: Store,
+    pub bus: Bus,
+}
+
+pub const DEFAULT_TEAM: &str = "default";
+pub const DEFAULT_OWNER: &str = "admin";
+pub const INITIAL_TOKEN_FILE: &str = "initial-token";
+
+impl Cairn {
+    pub fn new(store: Store) -> Cairn {
+        Cairn {
+            store,
+            bus: Bus::new(),
+        }
+    }
+
+    /// Turns a presented bearer token into a principal.
+    pub async fn authenticate(&self, presented: &str) -> ServiceResult<Principal> {
+        if !auth::looks_like_token(presented) {
+            return Err(AuthError::InvalidToken.into());
+        }
+        let hash = auth::hash_token(presented);
+        let Some((token, user)) = self.store.live_token(&hash).await? else {
+            return Err(AuthError::InvalidToken.into());
+        };
+        if !auth::hashes_match(&token.token_hash, &hash) {
+            return Err(AuthError::InvalidToken.into());
+        }
+        self.store.touch_token(&token).await?;
+        Ok(Principal {
+            user_id: user.id,
+            team_id: user.team_id,
+            role: store::role_of(&user)?,
+            name: user.name,
+            token_id: token.id,
+        })
+    }
+
+    /// On an empty database: creates the default team, its owner and a login token, and
+    /// writes the token to `<data_dir>/initial-token` (mode 0600). `None` when any team exists.
+    pub async fn bootstrap_if_empty(&self, data_dir: &Path) -> ServiceResult<Option<Bootstrap>> {
+        if self.store.team_count().await? > 0 {
+            return Ok(None);
+        }
+        let secret = auth::generate_token();
+        let (team, owner, _) = match self
+            .store
+            .bootstrap_team(DEFAULT_TEAM, DEFAULT_OWNER, &secret.hash)
+            .await
+        {
+            Ok(created) => created,
+            // Another instance bootstrapped the same database first.
+            Err(StoreError::Conflict(_)) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        write_secret_file(&data_dir.join(INITIAL_TOKEN_FILE), &secret.secret)
+            .map_err(|e| ServiceError::Internal(format!("cannot write the initial token: {e}")))?;
+        Ok(Some(Bootstrap {
+            team,
+            owner,
+            token: secret.secret,
+        }))
+    }
+
+    // ---- corpora ---------------------------------------------------------------------------
+
+    pub async fn create_corpus(
+        &self,
+        p: &Principal,
+        name: &str,
+        description: Option<&str>,
+    ) -> ServiceResult<Corpus> {
+        p.require(Capability::CorpusCreate)?;
+        let name = domain::clean_name(name, "corpus name")?;
+        let description = description.map(str::trim).filter(|d| !d.is_empty());
+        let corpus = self
+            .store
+            .create_corpus(Some(p.team_id), &name, description)
+            .await?;
+        self.store
+            .audit(
+                Some(p.team_id),
+                Some(p.user_id),
+                "corpus.create",
+                Some(&corpus.id.to_string()),
+            )
+            .await?;
+        self.bus.publish(Event {
+            team_id: p.team_id,
+            kind: EventKind::CorpusCreated(corpus.clone()),
+        });
+        Ok(corpus)
+    }
+
+    pub async fn corpus(&self, p: &Principal, id: i64) -> ServiceResult<Corpus> {
+        p.require(Capability::CorpusRead)?;
+        self.store
+            .visible_corpus(p.team_id, id)
+            .await?
+            .ok_or(ServiceError::NotFound("corpus"))
+    }
+
+    /// One page of the corpora the caller may see: the team's own and the system corpora.
+    pub async fn corpora(
+        &self,
+        p: &Principal,
+        after: Option<i64>,
+        limit: u64,
+    ) -> ServiceResult<Vec<Corpus>> {
+        p.require(Capability::CorpusRead)?;
+        Ok(self.store.visible_corpora(p.team_id, after, limit).await?)
+    }
+
+    pub async fn corpus_counts(
+        &self,
+        p: &Principal,
+        ids: &[i64],
+    ) -> ServiceResult<Vec<(i64, CorpusCounts)>> {
+        Ok(self.store.corpus_counts(p, ids).await?)
+    }
+
+    // ---- users and tokens ------------------------------------------------------------------
+
+    pub async fn create_user(&self, p: &Principal, name: &str, role: Role) -> ServiceResult<User> {
+        p.require(Capability::Admin)?;
+        if !p.role.may_grant(role) {
+            return Err(AuthError::Forbidden(Capability::Admin).into());
+        }
+        let name = domain::clean_name(name, "user name")?;
+        let user = self.store.create_user(p.team_id, &name, role).await?;
+        self.store
+            .audit(
+                Some(p.team_id),
+                Some(p.user_id),
+                "user.create",
+                Some(&user.id.to_string()),
+            )
+            .await?;
+        Ok(user)
+    }
+
+    /// A new token for `user_id` (default: the caller). Admins may mint tokens for anyone in
+    /// their team; others only for themselves. Returns the row and the secret (shown once).
+    pub async fn create_token(
+        &self,
+        p: &Principal,
+        user_id: Option<i64>,
+        label: Option<&str>,
+    ) -> ServiceResult<(ApiToken, String)> {
+        let user_id = user_id.unwrap_or(p.user_id);
+        if user_id != p.user_id {
+            p.require(Capability::Admin)?;
+        }
+        let user = self
+            .store
+            .user(user_id)
+            .await?
+            .filter(|u| u.team_id == p.team_id)
+            .ok_or(ServiceError::NotFound("user"))?;
+        let label = label.map(str::trim).filter(|l| !l.is_empty());
+        let secret = auth::generate_token();
+        let row = self
+            .store
+            .create_token(user.id, &secret.hash, label)
+            .await?;
+        self.store
+            .audit(
+                Some(p.team_id),
+                Some(p.user_id),
+                "token.create",
+                Some(&row.id.to_string()),
+            )
+            .await?;
+        Ok((row, secret.secret))
+    }
+
+    /// Revokes a token of the caller's, or (for admins) of anyone in the team.
+    pub async fn revoke_token(&self, p: &Principal, token_id: i64) -> ServiceResult<bool> {
+        let token = self
+            .store
+            .token(token_id)
+            .await?
+            .ok_or(ServiceError::NotFound("token"))?;
+        let owner = self
+            .store
+            .user(token.user_id)
+            .await?
+            .filter(|u| u.team_id == p.team_id)
+            .ok_or(ServiceError::NotFound("token"))?;
+        if owner.id != p.user_id {
+            p.require(Capability::Admin)?;
+        }
+        let revoked = self.store.revoke_token(token_id).await?;
+        self.store
+            .audit(
+                Some(p.team_id),
+                Some(p.user_id),
+                "token.revoke",
+                Some(&token_id.to_string()),
+            )
+            .await?;
+        Ok(revoked)
+    }
+
+    pub async fn teams_by_ids(&self, ids: &[i64]) -> ServiceResult<Vec<Team>> {
+        Ok(self.store.teams_by_ids(ids).await?)
+    }
+
+    /// Users by id, limited to the caller's team.
+    pub async fn users_by_ids(&self, p: &Principal, ids: &[i64]) -> ServiceResult<Vec<User>> {
+        Ok(self.store.team_users_by_ids(p.team_id, ids).await?)
+    }
+}
+
+/// Writes a secret to a new file readable by its owner only (0600), atomically.
+pub fn write_secret_file(path: &Path, secret: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension("tmp");
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = opts.open(&tmp)?;
+    f.write_all(secret.as_bytes())?;
+    f.write_all(b"\n")?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
+}

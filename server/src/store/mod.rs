@@ -1,0 +1,446 @@
+//! Repositories over sea-orm: the only module that builds queries.
+//!
+//! Invariants:
+//! - Nothing outside `store` writes SQL or uses sea-orm query builders.
+//! - Every query that returns document-derived rows filters with [`readable::Readable`], in
+//!   the query itself, never by loading rows and filtering after.
+//! - Backend differences (placeholders, vector and lexical columns) stay inside this module.
+
+pub mod readable;
+mod sql;
+
+use std::path::Path;
+use std::time::Duration;
+
+use chrono::Utc;
+use entity::prelude::*;
+use migration::{Migrator, MigratorTrait};
+use sea_orm::sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectOptions, ConnectionTrait, Database, DatabaseBackend,
+    DatabaseConnection, DbErr, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
+    Set, SqlErr, TransactionTrait,
+};
+
+use crate::auth::Principal;
+use crate::domain::{Role, Visibility};
+pub use readable::Readable;
+use sql::Sql;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A uniqueness constraint refused the write; the message names what collided.
+    #[error("{0}")]
+    Conflict(String),
+    #[error("database error: {0}")]
+    Db(#[from] DbErr),
+    #[error("corrupt row: {0}")]
+    Corrupt(String),
+}
+
+impl StoreError {
+    fn from_write(err: DbErr, what: &str) -> StoreError {
+        match err.sql_err() {
+            Some(SqlErr::UniqueConstraintViolation(_)) => {
+                StoreError::Conflict(format!("{what} already exists"))
+            }
+            _ => StoreError::Db(err),
+        }
+    }
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Counts for one corpus, over the documents the asking principal may read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CorpusCounts {
+    pub documents: i64,
+    pub chunks: i64,
+}
+
+/// The fields needed to record a document row (ingestion fills the rest later).
+#[derive(Clone, Debug)]
+pub struct NewDocument {
+    pub team_id: i64,
+    pub corpus_id: i64,
+    pub owner_id: i64,
+    pub visibility: Visibility,
+    pub title: String,
+    pub mime_type: String,
+}
+
+/// The database handle. Cheap to clone (a pool inside).
+#[derive(Clone, Debug)]
+pub struct Store {
+    db: DatabaseConnection,
+}
+
+impl Store {
+    /// Opens the database: `url` when given (postgres://… or sqlite://…), else SQLite at
+    /// `<data_dir>/cairn.db` (created, WAL mode).
+    pub async fn connect(url: Option<&str>, data_dir: &Path) -> StoreResult<Store> {
+        let url = match url {
+            Some(u) => u.to_owned(),
+            None => {
+                std::fs::create_dir_all(data_dir).map_err(|e| {
+                    StoreError::Db(DbErr::Custom(format!(
+                        "cannot create data directory {}: {e}",
+                        data_dir.display()
+                    )))
+                })?;
+                format!("sqlite://{}?mode=rwc", data_dir.join("cairn.db").display())
+            }
+        };
+        let mut opts = ConnectOptions::new(url.clone());
+        opts.sqlx_logging(false)
+            .acquire_timeout(Duration::from_secs(10))
+            .map_sqlx_sqlite_opts(|o: SqliteConnectOptions| {
+                o.journal_mode(SqliteJournalMode::Wal)
+                    .synchronous(SqliteSynchronous::Normal)
+                    .foreign_keys(true)
+                    .busy_timeout(Duration::from_secs(10))
+            });
+        if url.starts_with("sqlite:") {
+            // One writer at a time is SQLite's rule anyway; a small pool keeps readers going.
+            opts.max_connections(8).min_connections(1);
+        } else {
+            opts.max_connections(16);
+        }
+        let db = Database::connect(opts).await?;
+        Ok(Store { db })
+    }
+
+    pub fn backend(&self) -> DatabaseBackend {
+        self.db.get_database_backend()
+    }
+
+    pub fn connection(&self) -> &DatabaseConnection {
+        &self.db
+    }
+
+    /// Applies pending migrations.
+    pub async fn migrate(&self) -> StoreResult<()> {
+        Migrator::up(&self.db, None).await?;
+        Ok(())
+    }
+
+    /// Cheap liveness query for `/readyz`.
+    pub async fn ping(&self) -> StoreResult<()> {
+        self.db.ping().await?;
+        Ok(())
+    }
+
+    // ---- teams and users -------------------------------------------------------------------
+
+    pub async fn team_count(&self) -> StoreResult<u64> {
+        Ok(Teams::find().count(&self.db).await?)
+    }
+
+    pub async fn teams_by_ids(&self, ids: &[i64]) -> StoreResult<Vec<Team>> {
+        Ok(Teams::find()
+            .filter(TeamColumn::Id.is_in(ids.iter().copied()))
+            .all(&self.db)
+            .await?)
+    }
+
+    pub async fn team_by_name(&self, name: &str) -> StoreResult<Option<Team>> {
+        Ok(Teams::find()
+            .filter(TeamColumn::Name.eq(name))
+            .one(&self.db)
+            .await?)
+    }
+
+    pub async fn create_team(&self, name: &str) -> StoreResult<Team> {
+        insert_team(&self.db, name).await
+    }
+
+    pub async fn create_user(&self, team_id: i64, name: &str, role: Role) -> StoreResult<User> {
+        insert_user(&self.db, team_id, name, role).await
+    }
+
+    pub async fn user(&self, id: i64) -> StoreResult<Option<User>> {
+        Ok(Users::find_by_id(id).one(&self.db).await?)
+    }
+
+    /// Users of `team_id` among `ids`.
+    pub async fn team_users_by_ids(&self, team_id: i64, ids: &[i64]) -> StoreResult<Vec<User>> {
+        Ok(Users::find()
+            .filter(UserColumn::TeamId.eq(team_id))
+            .filter(UserColumn::Id.is_in(ids.iter().copied()))
+            .all(&self.db)
+            .await?)
+    }
+
+    /// Creates a team, its owner and the owner's first token in one transaction.
+    pub async fn bootstrap_team(
+        &self,
+        team: &str,
+        owner: &str,
+        token_hash: &str,
+    ) -> StoreResult<(Team, User, ApiToken)> {
+        let tx = self.db.begin().await?;
+        let t = insert_team(&tx, team).await?;
+        let u = insert_user(&tx, t.id, owner, Role::Owner).await?;
+        let k = insert_token(&tx, u.id, token_hash, Some("bootstrap")).await?;
+        audit(&tx, Some(t.id), Some(u.id), "team.bootstrap", Some(&t.name)).await?;
+        tx.commit().await?;
+        Ok((t, u, k))
+    }
+
+    // ---- tokens ----------------------------------------------------------------------------
+
+    pub async fn create_token(
+        &self,
+        user_id: i64,
+        token_hash: &str,
+        label: Option<&str>,
+    ) -> StoreResult<ApiToken> {
+        insert_token(&self.db, user_id, token_hash, label).await
+    }
+
+    /// The live (not revoked) token with this hash, and its user.
+    pub async fn live_token(&self, token_hash: &str) -> StoreResult<Option<(ApiToken, User)>> {
+        let found = ApiTokens::find()
+            .filter(ApiTokenColumn::TokenHash.eq(token_hash))
+            .filter(ApiTokenColumn::RevokedAt.is_null())
+            .one(&self.db)
+            .await?;
+        let Some(token) = found else { return Ok(None) };
+        let user = Users::find_by_id(token.user_id).one(&self.db).await?;
+        Ok(user.map(|u| (token, u)))
+    }
+
+    /// Records use of a token, at most once a minute per token (keeps reads read-only).
+    pub async fn touch_token(&self, token: &ApiToken) -> StoreResult<()> {
+        let now = Utc::now();
+        let stale = token
+            .last_used_at
+            .is_none_or(|t| now.signed_duration_since(t).num_seconds() >= 60);
+        if stale {
+            let mut active: ApiTokenActive = token.clone().into();
+            active.last_used_at = Set(Some(now));
+            active.update(&self.db).await?;
+        }
+        Ok(())
+    }
+
+    pub async fn token(&self, id: i64) -> StoreResult<Option<ApiToken>> {
+        Ok(ApiTokens::find_by_id(id).one(&self.db).await?)
+    }
+
+    /// Revokes a token. Returns false when it was already revoked.
+    pub async fn revoke_token(&self, id: i64) -> StoreResult<bool> {
+        let Some(token) = ApiTokens::find_by_id(id).one(&self.db).await? else {
+            return Ok(false);
+        };
+        if token.revoked_at.is_some() {
+            return Ok(false);
+        }
+        let mut active: ApiTokenActive = token.into();
+        active.revoked_at = Set(Some(Utc::now()));
+        active.update(&self.db).await?;
+        Ok(true)
+    }
+
+    // ---- corpora ---------------------------------------------------------------------------
+
+    pub async fn create_corpus(
+        &self,
+        team_id: Option<i64>,
+        name: &str,
+        description: Option<&str>,
+    ) -> StoreResult<Corpus> {
+        let row = CorpusActive {
+            team_id: Set(team_id),
+            name: Set(name.to_owned()),
+            description: Set(description.map(str::to_owned)),
+            system: Set(team_id.is_none()),
+            created_at: Set(Utc::now()),
+            ..Default::default()
+        };
+        row.insert(&self.db)
+            .await
+            .map_err(|e| StoreError::from_write(e, &format!("a corpus named `{name}`")))
+    }
+
+    /// A corpus the team may see (its own or a system corpus); `None` otherwise, so that
+    /// another team's corpus and a missing one look the same.
+    pub async fn visible_corpus(&self, team_id: i64, id: i64) -> StoreResult<Option<Corpus>> {
+        Ok(Corpora::find_by_id(id)
+            .filter(visible_to_team(team_id))
+            .one(&self.db)
+            .await?)
+    }
+
+    /// Corpora the team may see, by id, after `after` (keyset pagination).
+    pub async fn visible_corpora(
+        &self,
+        team_id: i64,
+        after: Option<i64>,
+        limit: u64,
+    ) -> StoreResult<Vec<Corpus>> {
+        let mut q = Corpora::find().filter(visible_to_team(team_id));
+        if let Some(after) = after {
+            q = q.filter(CorpusColumn::Id.gt(after));
+        }
+        Ok(q.order_by_asc(CorpusColumn::Id)
+            .limit(limit)
+            .all(&self.db)
+            .await?)
+    }
+
+    /// Document and chunk counts of each corpus, over the documents `p` may read. One query.
+    pub async fn corpus_counts(
+        &self,
+        p: &Principal,
+        corpus_ids: &[i64],
+    ) -> StoreResult<Vec<(i64, CorpusCounts)>> {
+        if corpus_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut q = Sql::new(self.backend());
+        q.push("SELECT d.corpus_id, COUNT(*), COALESCE(SUM(d.chunk_count), 0) FROM documents d WHERE d.corpus_id IN ");
+        q.push_list(corpus_ids.iter().copied());
+        q.push(" AND ");
+        Readable::new(p).push_documents(&mut q, "d");
+        q.push(" GROUP BY d.corpus_id");
+        let rows = self.db.query_all_raw(q.build()).await?;
+        rows.iter()
+            .map(|r| {
+                let id: i64 = r.try_get_by_index(0)?;
+                let documents: i64 = r.try_get_by_index(1)?;
+                let chunks: i64 = r.try_get_by_index(2)?;
+                Ok((id, CorpusCounts { documents, chunks }))
+            })
+            .collect()
+    }
+
+    // ---- documents -------------------------------------------------------------------------
+
+    /// Records a document row (no versions or chunks yet).
+    pub async fn insert_document(&self, d: &NewDocument) -> StoreResult<Document> {
+        let now = Utc::now();
+        let row = DocumentActive {
+            team_id: Set(d.team_id),
+            corpus_id: Set(d.corpus_id),
+            owner_id: Set(d.owner_id),
+            visibility: Set(d.visibility.as_str().to_owned()),
+            title: Set(d.title.clone()),
+            mime_type: Set(d.mime_type.clone()),
+            current_version: Set(1),
+            chunk_count: Set(0),
+            created_at: Set(now),
+            updated_at: Set(now),
+            ..Default::default()
+        };
+        Ok(row.insert(&self.db).await?)
+    }
+
+    /// Of `ids`, those `p` may read, in ascending order. One query.
+    pub async fn readable_document_ids(&self, p: &Principal, ids: &[i64]) -> StoreResult<Vec<i64>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut q = Sql::new(self.backend());
+        q.push("SELECT d.id FROM documents d WHERE d.id IN ");
+        q.push_list(ids.iter().copied());
+        q.push(" AND ");
+        Readable::new(p).push_documents(&mut q, "d");
+        q.push(" ORDER BY d.id");
+        let rows = self.db.query_all_raw(q.build()).await?;
+        rows.iter()
+            .map(|r| r.try_get_by_index::<i64>(0).map_err(StoreError::from))
+            .collect()
+    }
+
+    // ---- audit -----------------------------------------------------------------------------
+
+    pub async fn audit(
+        &self,
+        team_id: Option<i64>,
+        user_id: Option<i64>,
+        action: &str,
+        target: Option<&str>,
+    ) -> StoreResult<()> {
+        audit(&self.db, team_id, user_id, action, target).await
+    }
+}
+
+fn visible_to_team(team_id: i64) -> sea_orm::Condition {
+    sea_orm::Condition::any()
+        .add(CorpusColumn::TeamId.eq(team_id))
+        .add(CorpusColumn::System.eq(true))
+}
+
+async fn insert_team<C: ConnectionTrait>(db: &C, name: &str) -> StoreResult<Team> {
+    TeamActive {
+        name: Set(name.to_owned()),
+        created_at: Set(Utc::now()),
+        ..Default::default()
+    }
+    .insert(db)
+    .await
+    .map_err(|e| StoreError::from_write(e, &format!("a team named `{name}`")))
+}
+
+async fn insert_user<C: ConnectionTrait>(
+    db: &C,
+    team_id: i64,
+    name: &str,
+    role: Role,
+) -> StoreResult<User> {
+    UserActive {
+        team_id: Set(team_id),
+        name: Set(name.to_owned()),
+        role: Set(role.as_str().to_owned()),
+        created_at: Set(Utc::now()),
+        ..Default::default()
+    }
+    .insert(db)
+    .await
+    .map_err(|e| StoreError::from_write(e, &format!("a user named `{name}` in this team")))
+}
+
+async fn insert_token<C: ConnectionTrait>(
+    db: &C,
+    user_id: i64,
+    token_hash: &str,
+    label: Option<&str>,
+) -> StoreResult<ApiToken> {
+    Ok(ApiTokenActive {
+        user_id: Set(user_id),
+        token_hash: Set(token_hash.to_owned()),
+        label: Set(label.map(str::to_owned)),
+        created_at: Set(Utc::now()),
+        ..Default::default()
+    }
+    .insert(db)
+    .await?)
+}
+
+async fn audit<C: ConnectionTrait>(
+    db: &C,
+    team_id: Option<i64>,
+    user_id: Option<i64>,
+    action: &str,
+    target: Option<&str>,
+) -> StoreResult<()> {
+    AuditActive {
+        team_id: Set(team_id),
+        user_id: Set(user_id),
+        action: Set(action.to_owned()),
+        target: Set(target.map(str::to_owned)),
+        at: Set(Utc::now()),
+        ..Default::default()
+    }
+    .insert(db)
+    .await?;
+    Ok(())
+}
+
+/// Parses a role column, which the database constrains to the four known values.
+pub fn role_of(user: &User) -> StoreResult<Role> {
+    user.role
+        .parse()
+        .map_err(|e: crate::domain::ParseEnumError| StoreError::Corrupt(e.to_string()))
+}
