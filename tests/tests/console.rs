@@ -149,12 +149,16 @@ async fn journey(client: &Client, server: &TestServer) -> Result<()> {
     assert_eq!(stored_token(client).await?, Value::Null);
     assert!(client.find(Locator::Css("#whoami")).await.is_err());
 
-    // The owner's token signs in and shows who we are, and the corpora.
+    // The owner's token signs in and shows who we are, and the corpus made above.
     sign_in(client, &server.owner_token).await?;
     let whoami = wait_for_text(client, "#whoami", "admin").await?;
     assert!(whoami.contains("default"), "team missing from {whoami:?}");
     assert!(client.find(Locator::Css("#login-error")).await.is_err());
-    wait_for(client, "#corpora-list").await?;
+    let corpora = wait_for_text(client, "#corpora-list", "Field notes").await?;
+    assert!(
+        corpora.contains("0 documents") && corpora.contains("0 chunks"),
+        "counts missing from {corpora:?}"
+    );
     assert_eq!(client.current_url().await?.path(), "/");
     assert_eq!(stored_token(client).await?, json!(server.owner_token));
     let png = client.screenshot().await?;
@@ -198,6 +202,13 @@ async fn console_login_reload_logout() -> Result<()> {
     }
 
     let server = TestServer::start(Backend::Sqlite).await;
+    server
+        .gql_ok(
+            &server.owner_token,
+            "mutation { createCorpus(name: \"Field notes\") { id } }",
+            Value::Null,
+        )
+        .await;
     let scratch = tempfile::tempdir()?;
     let driver_log = scratch.path().join("chromedriver.log");
     let driver = ChromeDriver::spawn(&driver_log)?;
