@@ -1,1 +1,392 @@
-//! placeholder
+//! Cairn's local sentence embedder: a BERT-family model (default all-MiniLM-L6-v2) run with
+//! candle, shaped after text-embeddings-inference.
+//!
+//! # Thread model
+//!
+//! The model never runs on the async runtime. [`Embedder::load`] loads the model (blocking: call
+//! it from `spawn_blocking` or before the runtime starts) and spawns [`EmbedConfig::threads`]
+//! plain `std::thread` workers that share it. [`Embedder`] is a cheap `Clone` handle holding the
+//! sending side of a bounded request queue; each request carries a
+//! [`tokio::sync::oneshot`] sender for its reply. Tokenization, batching, the forward pass and
+//! pooling all happen on the worker that picked the request up, so an `.await` on
+//! [`Embedder::embed`] only ever waits for queue room and for the reply.
+//!
+//! * A full queue makes `embed` wait (back-pressure) rather than grow without bound.
+//! * If the caller drops the future, the worker notices the closed reply channel after the
+//!   current batch and abandons the rest of the request.
+//! * A panic inside a request is caught and returned as [`EmbedError::Inference`]; the worker
+//!   keeps serving. When every handle is dropped, the queue closes and the workers exit.
+//! * Inside one forward pass candle's CPU kernels use its own (rayon) thread pool, sized from
+//!   `RAYON_NUM_THREADS` or the core count; `threads` > 1 runs several requests at once on top
+//!   of that, which helps only when requests are small.
+//!
+//! # Batching
+//!
+//! One `embed` call tokenizes all its texts (truncating each at `max_seq_len` tokens, special
+//! tokens included), sorts them by token length, longest first, and packs consecutive texts
+//! into a batch while `rows × longest row` stays within [`EmbedConfig::batch_token_budget`]
+//! padded tokens. Each batch is padded only to its own longest row, so sorting keeps padding
+//! (wasted compute) small. Vectors come back in the caller's original order. After every batch
+//! a [`BatchDone`] goes to the optional progress channel: the running count of texts done, the
+//! total, and the real (unpadded) tokens in that batch, which the server turns into progress
+//! events and usage rows.
+//!
+//! # Pooling and normalization
+//!
+//! The model directory is a sentence-transformers export: `config.json` (a BERT config),
+//! `model.safetensors` (weights with or without a `bert.`-style prefix), `tokenizer.json`.
+//! Its baked-in padding and truncation are overridden: no fixed padding, truncation at
+//! `max_seq_len` (capped at the model's `max_position_embeddings`).
+//!
+//! * **Pooling** comes from the Pooling module's `config.json` (the directory `modules.json`
+//!   names for it, else `1_Pooling/`): `pooling_mode_cls_token` alone gives [`Pooling::Cls`]
+//!   (the first token's hidden state); `pooling_mode_mean_tokens`, or no pooling config at all,
+//!   gives [`Pooling::Mean`] (the average of the hidden states over the attention mask, so
+//!   padding never counts). Other modes (max, mean-sqrt-len, weighted mean, last token, several
+//!   at once) are refused at load time rather than silently approximated.
+//! * **Normalization**: vectors are L2-normalized exactly when `modules.json` lists a
+//!   `Normalize` module (type `sentence_transformers.models.Normalize`), as sentence-transformers
+//!   itself would. all-MiniLM-L6-v2 does, so its vectors have unit length and cosine similarity
+//!   is a dot product. No `modules.json` means no normalization.
+//!
+//! # Device
+//!
+//! CPU, f32. Built with the `cuda` feature, the first CUDA device is used when present.
+
+mod batch;
+mod bert;
+mod error;
+mod model;
+
+use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{mpsc, oneshot};
+
+pub use error::EmbedError;
+
+use model::Model;
+
+/// Default truncation length in tokens (sentence-transformers' `max_seq_length` for MiniLM).
+pub const DEFAULT_MAX_SEQ_LEN: usize = 256;
+/// Default budget of padded tokens per batch.
+pub const DEFAULT_BATCH_TOKEN_BUDGET: usize = 16_384;
+/// Default number of worker threads.
+pub const DEFAULT_THREADS: usize = 1;
+/// Requests that may wait in the queue before `embed` waits for room.
+const QUEUE_CAPACITY: usize = 64;
+
+/// How the embedder is set up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmbedConfig {
+    /// A sentence-transformers model directory (`config.json`, `model.safetensors`,
+    /// `tokenizer.json`, optional `modules.json` and `1_Pooling/config.json`).
+    pub model_dir: PathBuf,
+    /// Inputs longer than this many tokens (special tokens included) are truncated.
+    pub max_seq_len: usize,
+    /// Most padded tokens (rows × longest row) in one forward pass.
+    pub batch_token_budget: usize,
+    /// Worker threads, each serving whole requests (0 is taken as 1).
+    pub threads: usize,
+}
+
+impl EmbedConfig {
+    /// The defaults for a model directory: 256 tokens, 16384 padded tokens per batch, 1 worker.
+    pub fn new(model_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            model_dir: model_dir.into(),
+            max_seq_len: DEFAULT_MAX_SEQ_LEN,
+            batch_token_budget: DEFAULT_BATCH_TOKEN_BUDGET,
+            threads: DEFAULT_THREADS,
+        }
+    }
+}
+
+/// How token states become one vector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pooling {
+    /// Average over the non-padding tokens.
+    Mean,
+    /// The first token's (`[CLS]`) hidden state.
+    Cls,
+}
+
+/// Sent on the progress channel after every batch of an [`Embedder::embed`] call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchDone {
+    /// Texts of this call embedded so far, this batch included.
+    pub done: usize,
+    /// Texts in this call.
+    pub total: usize,
+    /// Real (unpadded) tokens in this batch, special tokens included: the usage to record.
+    pub tokens: usize,
+}
+
+struct Job {
+    texts: Vec<String>,
+    progress: Option<mpsc::UnboundedSender<BatchDone>>,
+    /// Set for [`Embedder::embed_query`]: warn when the text is truncated.
+    query: bool,
+    reply: oneshot::Sender<Result<Vec<Vec<f32>>, EmbedError>>,
+}
+
+#[derive(Debug)]
+struct Info {
+    model_name: String,
+    dim: usize,
+    max_seq_len: usize,
+    pooling: Pooling,
+    normalize: bool,
+    device: &'static str,
+}
+
+/// A cheap, cloneable handle to the embedding worker(s). Dropping the last handle stops them.
+#[derive(Clone)]
+pub struct Embedder {
+    queue: mpsc::Sender<Job>,
+    info: Arc<Info>,
+    model: Arc<Model>,
+}
+
+impl std::fmt::Debug for Embedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Embedder")
+            .field("info", &self.info)
+            .finish()
+    }
+}
+
+impl Embedder {
+    /// Loads the model directory and starts the worker thread(s). Blocking (reads the weights).
+    pub fn load(cfg: EmbedConfig) -> Result<Self, EmbedError> {
+        let model = Arc::new(Model::load(&cfg)?);
+        let model_name = std::fs::canonicalize(&cfg.model_dir)
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| cfg.model_dir.display().to_string());
+        let info = Arc::new(Info {
+            model_name,
+            dim: model.dim,
+            max_seq_len: model.max_seq_len,
+            pooling: model.pooling,
+            normalize: model.normalize,
+            device: model.device_name(),
+        });
+        let (tx, rx) = mpsc::channel::<Job>(QUEUE_CAPACITY);
+        let rx = Arc::new(Mutex::new(rx));
+        let threads = cfg.threads.max(1);
+        for n in 0..threads {
+            let model = Arc::clone(&model);
+            let rx = Arc::clone(&rx);
+            std::thread::Builder::new()
+                .name(format!("cairn-embed-{n}"))
+                .spawn(move || worker(&model, &rx))
+                .map_err(|e| EmbedError::load("spawning embedding worker thread", e))?;
+        }
+        tracing::info!(
+            model = %info.model_name,
+            dim = info.dim,
+            max_seq_len = info.max_seq_len,
+            pooling = ?info.pooling,
+            normalize = info.normalize,
+            device = info.device,
+            threads,
+            "embedder loaded"
+        );
+        Ok(Self {
+            queue: tx,
+            info,
+            model,
+        })
+    }
+
+    /// Embedding dimension (the model's hidden size).
+    pub fn dim(&self) -> usize {
+        self.info.dim
+    }
+
+    /// The model directory's name, e.g. `all-MiniLM-L6-v2`.
+    pub fn model_name(&self) -> &str {
+        &self.info.model_name
+    }
+
+    /// The effective truncation length in tokens.
+    pub fn max_seq_len(&self) -> usize {
+        self.info.max_seq_len
+    }
+
+    /// The pooling read from the model directory.
+    pub fn pooling(&self) -> Pooling {
+        self.info.pooling
+    }
+
+    /// Whether vectors are L2-normalized (the model directory lists a `Normalize` module).
+    pub fn normalizes(&self) -> bool {
+        self.info.normalize
+    }
+
+    /// `"cpu"` or `"cuda"`.
+    pub fn device(&self) -> &'static str {
+        self.info.device
+    }
+
+    /// The token ids the model sees for `text` (special tokens included, truncated at
+    /// `max_seq_len`). Runs the tokenizer on the calling thread: cheap, but CPU work, so keep
+    /// it to single texts on an async runtime (chunk sizing, tests).
+    pub fn tokenize(&self, text: &str) -> Result<Vec<u32>, EmbedError> {
+        let mut encodings = self.model.tokenize(&[text.to_owned()])?;
+        Ok(encodings
+            .pop()
+            .map(|e| e.get_ids().to_vec())
+            .unwrap_or_default())
+    }
+
+    /// Embeds `texts`, returning one vector per text in the same order. Texts longer than
+    /// `max_seq_len` tokens are truncated (one `warn!` per call counts them). `progress`, if
+    /// given, receives a [`BatchDone`] after every batch.
+    pub async fn embed(
+        &self,
+        texts: Vec<String>,
+        progress: Option<mpsc::UnboundedSender<BatchDone>>,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (reply, rx) = oneshot::channel();
+        let job = Job {
+            texts,
+            progress,
+            query: false,
+            reply,
+        };
+        self.queue
+            .send(job)
+            .await
+            .map_err(|_| EmbedError::WorkerGone)?;
+        rx.await.map_err(|_| EmbedError::WorkerGone)?
+    }
+
+    /// Embeds one search query. A query longer than `max_seq_len` tokens is truncated with a
+    /// `tracing::warn!`, never refused.
+    pub async fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        let (reply, rx) = oneshot::channel();
+        let job = Job {
+            texts: vec![text.to_owned()],
+            progress: None,
+            query: true,
+            reply,
+        };
+        self.queue
+            .send(job)
+            .await
+            .map_err(|_| EmbedError::WorkerGone)?;
+        single(rx.await.map_err(|_| EmbedError::WorkerGone)??)
+    }
+
+    /// [`Embedder::embed`] for synchronous callers (benches, the CLI). Blocks the calling
+    /// thread; panics if called from inside an async runtime (tokio forbids blocking there).
+    pub fn embed_blocking(
+        &self,
+        texts: Vec<String>,
+        progress: Option<mpsc::UnboundedSender<BatchDone>>,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (reply, rx) = oneshot::channel();
+        let job = Job {
+            texts,
+            progress,
+            query: false,
+            reply,
+        };
+        self.queue
+            .blocking_send(job)
+            .map_err(|_| EmbedError::WorkerGone)?;
+        rx.blocking_recv().map_err(|_| EmbedError::WorkerGone)?
+    }
+}
+
+fn single(mut vectors: Vec<Vec<f32>>) -> Result<Vec<f32>, EmbedError> {
+    match (vectors.pop(), vectors.is_empty()) {
+        (Some(v), true) => Ok(v),
+        _ => Err(EmbedError::Inference(
+            "expected exactly one vector for one input".into(),
+        )),
+    }
+}
+
+/// A worker: takes one request at a time off the shared queue until it closes.
+fn worker(model: &Model, queue: &Mutex<mpsc::Receiver<Job>>) {
+    loop {
+        let job = {
+            // Only the receive happens under the lock; a poisoned lock still guards a usable
+            // receiver (nothing panics while holding it).
+            let mut rx = match queue.lock() {
+                Ok(guard) => guard,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            rx.blocking_recv()
+        };
+        let Some(job) = job else { break };
+        serve(model, job);
+    }
+    tracing::debug!("embedding worker exiting: queue closed");
+}
+
+fn serve(model: &Model, job: Job) {
+    let Job {
+        texts,
+        progress,
+        query,
+        reply,
+    } = job;
+    if reply.is_closed() {
+        return;
+    }
+    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        model.embed(&texts, |done| {
+            if let Some(p) = &progress {
+                // A dropped progress receiver is the caller's business, not an error.
+                let _ = p.send(done);
+            }
+            !reply.is_closed()
+        })
+    }));
+    let result = match outcome {
+        Ok(Ok(Some(out))) => {
+            if out.truncated > 0 {
+                if query {
+                    tracing::warn!(
+                        chars = texts.first().map_or(0, |t| t.chars().count()),
+                        max_seq_len = model.max_seq_len,
+                        "query longer than max_seq_len tokens; truncated"
+                    );
+                } else {
+                    tracing::warn!(
+                        truncated = out.truncated,
+                        total = texts.len(),
+                        max_seq_len = model.max_seq_len,
+                        "texts longer than max_seq_len tokens were truncated"
+                    );
+                }
+            }
+            Ok(out.vectors)
+        }
+        // The caller went away mid-request: nobody to answer.
+        Ok(Ok(None)) => return,
+        Ok(Err(e)) => Err(e),
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".to_owned());
+            tracing::error!(%msg, "embedding request panicked");
+            Err(EmbedError::Inference(format!("worker panicked: {msg}")))
+        }
+    };
+    // The caller may have given up in the meantime; then there is nobody to tell.
+    let _ = reply.send(result);
+}

@@ -1,0 +1,199 @@
+//! Throughput of the embedder at its default settings: 1000 deterministic English sentences of
+//! about 40 tokens, embedded in one call, reported as sentences per second.
+//!
+//! ```sh
+//! CAIRN_EMBED_MODEL=$(scripts/fetch-model.sh) cargo bench -p cairn-embed --bench throughput
+//! # the same sentences for the sentence-transformers peer (embed/bench/peer.py):
+//! cargo bench -p cairn-embed --bench throughput -- --emit-sentences /tmp/sentences.txt
+//! ```
+//!
+//! Options (after `--`): `--emit-sentences PATH` writes the sentences, one a line, and exits;
+//! `--reps N` (default 3) timed runs; `--threads N`, `--budget N` override the defaults;
+//! `--vectors PATH` writes the last run's vectors as JSON (compare with peer.py's).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Instant;
+
+use cairn_embed::{EmbedConfig, Embedder};
+
+const N: usize = 1000;
+
+/// A small linear congruential generator: the same sentences on every machine.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) as usize
+    }
+    fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
+        xs[self.next() % xs.len()]
+    }
+}
+
+const OPENERS: &[&str] = &[
+    "Early on a cold Monday morning in the harbour district,",
+    "Last spring, in the quiet northern suburbs,",
+    "According to people who attended the meeting,",
+    "For the third time in as many years,",
+    "In a short interview with the regional radio station,",
+    "Late on Friday evening, after a long discussion,",
+    "Following a request from several schools in the area,",
+    "During the busy summer season in the old town,",
+];
+const SUBJECTS: &[&str] = &[
+    "The city council",
+    "A retired engineer",
+    "The research team",
+    "Our neighbour",
+    "The museum",
+    "A small bakery",
+    "The orchestra",
+    "The hospital board",
+    "An old fisherman",
+    "The startup",
+    "The school library",
+    "A local farmer",
+    "The weather service",
+    "The football club",
+    "A young architect",
+    "The railway company",
+];
+const VERBS: &[&str] = &[
+    "announced",
+    "postponed",
+    "reviewed",
+    "celebrated",
+    "questioned",
+    "rebuilt",
+    "documented",
+    "funded",
+    "criticised",
+    "opened",
+    "translated",
+    "measured",
+    "designed",
+    "replaced",
+];
+const OBJECTS: &[&str] = &[
+    "a new bridge across the river",
+    "the annual budget for public transport",
+    "an exhibition of medieval maps",
+    "the results of a long clinical trial",
+    "a community garden near the station",
+    "plans for a solar farm on the hills",
+    "the history of the harbour district",
+    "a series of evening lectures on astronomy",
+    "the damaged roof of the town hall",
+    "a cheaper way to recycle plastic bottles",
+    "the rules for parking in the old town",
+    "a report on air quality in winter",
+];
+const CLAUSES: &[&str] = &[
+    "after months of heated debate among residents",
+    "because the previous contract had expired in March",
+    "although several experts warned about the costs",
+    "while volunteers collected signatures outside the library",
+    "despite heavy rain throughout the whole weekend",
+    "so that visitors could arrive by bicycle or bus",
+    "according to a statement published on Tuesday morning",
+    "even though nobody expected such strong public interest",
+];
+const ENDINGS: &[&str] = &[
+    "and the decision surprised many people.",
+    "and a second phase is planned for next year.",
+    "which should be finished before the summer holidays.",
+    "with support from two regional universities.",
+    "so local newspapers covered the story in detail.",
+    "but the final vote will take place in October.",
+];
+
+fn sentences() -> Vec<String> {
+    let mut rng = Lcg(0x00ca_19e5);
+    (0..N)
+        .map(|_| {
+            format!(
+                "{} {} {} {} {}, {}",
+                rng.pick(OPENERS),
+                rng.pick(SUBJECTS).to_lowercase(),
+                rng.pick(VERBS),
+                rng.pick(OBJECTS),
+                rng.pick(CLAUSES),
+                rng.pick(ENDINGS)
+            )
+        })
+        .collect()
+}
+
+fn arg_value(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let texts = sentences();
+    if let Some(path) = arg_value(&args, "--emit-sentences") {
+        std::fs::write(&path, texts.join("\n") + "\n").unwrap();
+        eprintln!("wrote {} sentences to {path}", texts.len());
+        return;
+    }
+    let model_dir = std::env::var("CAIRN_EMBED_MODEL").unwrap_or_else(|_| {
+        panic!("CAIRN_EMBED_MODEL is not set: run scripts/fetch-model.sh and export its output")
+    });
+    let mut cfg = EmbedConfig::new(model_dir);
+    if let Some(t) = arg_value(&args, "--threads") {
+        cfg.threads = t.parse().unwrap();
+    }
+    if let Some(b) = arg_value(&args, "--budget") {
+        cfg.batch_token_budget = b.parse().unwrap();
+    }
+    let reps: usize = arg_value(&args, "--reps").map_or(3, |r| r.parse().unwrap());
+
+    let t0 = Instant::now();
+    let e = Embedder::load(cfg.clone()).unwrap();
+    let load_s = t0.elapsed().as_secs_f64();
+    let tokens: usize = texts.iter().map(|t| e.tokenize(t).unwrap().len()).sum();
+    println!(
+        "model {} (dim {}, {}), load {:.2}s; {} sentences, mean {:.1} tokens; budget {} padded tokens, {} worker thread(s), rayon threads {}",
+        e.model_name(),
+        e.dim(),
+        e.device(),
+        load_s,
+        texts.len(),
+        tokens as f64 / texts.len() as f64,
+        cfg.batch_token_budget,
+        cfg.threads,
+        std::env::var("RAYON_NUM_THREADS").unwrap_or_else(|_| "default".into()),
+    );
+
+    // Warm-up (allocator, caches).
+    e.embed_blocking(texts[..64].to_vec(), None).unwrap();
+
+    let mut rates = Vec::new();
+    let mut last = Vec::new();
+    for rep in 0..reps {
+        let t = Instant::now();
+        let v = e.embed_blocking(texts.clone(), None).unwrap();
+        let s = t.elapsed().as_secs_f64();
+        assert_eq!(v.len(), texts.len());
+        last = v;
+        let rate = texts.len() as f64 / s;
+        println!("rep {rep}: {s:.2}s, {rate:.1} sentences/s");
+        rates.push(rate);
+    }
+    rates.sort_by(f64::total_cmp);
+    println!(
+        "cairn-embed: median {:.1} sentences/s, best {:.1} sentences/s",
+        rates[rates.len() / 2],
+        rates[rates.len() - 1]
+    );
+    if let Some(path) = arg_value(&args, "--vectors") {
+        std::fs::write(&path, serde_json::to_string(&last).unwrap()).unwrap();
+        eprintln!("wrote {} vectors to {path}", last.len());
+    }
+}

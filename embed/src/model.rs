@@ -1,0 +1,333 @@
+//! Loading a sentence-transformers style BERT directory and running it: the synchronous core
+//! the worker threads drive. Nothing here knows about channels or async.
+
+use std::path::{Path, PathBuf};
+
+use candle_core::{DType, Device, IndexOp, Tensor, D};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::Config as BertConfig;
+use serde::Deserialize;
+use tokenizers::{Encoding, Tokenizer, TruncationParams};
+
+use crate::batch;
+use crate::bert::Bert;
+use crate::error::EmbedError;
+use crate::{BatchDone, EmbedConfig, Pooling};
+
+/// The suffix of the word-embedding table; whatever stands before it in the safetensors file is
+/// the weights' prefix ("" for sentence-transformers exports, "bert." for `BertFor*` checkpoints).
+const WORD_EMBEDDINGS: &str = "embeddings.word_embeddings.weight";
+
+/// A loaded model: weights, tokenizer (padding off, truncation at `max_seq_len`), pooling rule.
+pub(crate) struct Model {
+    bert: Bert,
+    tokenizer: Tokenizer,
+    device: Device,
+    pub pooling: Pooling,
+    pub normalize: bool,
+    pub dim: usize,
+    pub max_seq_len: usize,
+    pub batch_token_budget: usize,
+    pad_id: u32,
+}
+
+/// `1_Pooling/config.json` (only the keys this crate reads).
+#[derive(Debug, Default, Deserialize)]
+struct PoolingConfig {
+    #[serde(default)]
+    pooling_mode_cls_token: bool,
+    #[serde(default)]
+    pooling_mode_mean_tokens: bool,
+    #[serde(default)]
+    pooling_mode_max_tokens: bool,
+    #[serde(default)]
+    pooling_mode_mean_sqrt_len_tokens: bool,
+    #[serde(default)]
+    pooling_mode_weightedmean_tokens: bool,
+    #[serde(default)]
+    pooling_mode_lasttoken: bool,
+}
+
+/// One entry of `modules.json`.
+#[derive(Debug, Deserialize)]
+struct ModuleEntry {
+    #[serde(default)]
+    path: String,
+    #[serde(rename = "type", default)]
+    kind: String,
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, EmbedError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| EmbedError::load(format!("reading {}", path.display()), e))?;
+    serde_json::from_str(&text)
+        .map_err(|e| EmbedError::load(format!("parsing {}", path.display()), e))
+}
+
+/// Reads `modules.json` if present: the pooling directory (default `1_Pooling`) and whether a
+/// `Normalize` module follows.
+fn read_modules(dir: &Path) -> Result<(PathBuf, bool), EmbedError> {
+    let path = dir.join("modules.json");
+    if !path.exists() {
+        return Ok((dir.join("1_Pooling"), false));
+    }
+    let modules: Vec<ModuleEntry> = read_json(&path)?;
+    let pooling_dir = modules
+        .iter()
+        .find(|m| m.kind.ends_with(".Pooling") || m.kind == "Pooling")
+        .filter(|m| !m.path.is_empty())
+        .map_or_else(|| dir.join("1_Pooling"), |m| dir.join(&m.path));
+    let normalize = modules
+        .iter()
+        .any(|m| m.kind.ends_with(".Normalize") || m.kind == "Normalize");
+    Ok((pooling_dir, normalize))
+}
+
+fn read_pooling(pooling_dir: &Path) -> Result<Pooling, EmbedError> {
+    let path = pooling_dir.join("config.json");
+    if !path.exists() {
+        return Ok(Pooling::Mean);
+    }
+    let cfg: PoolingConfig = read_json(&path)?;
+    let unsupported = [
+        (cfg.pooling_mode_max_tokens, "pooling_mode_max_tokens"),
+        (
+            cfg.pooling_mode_mean_sqrt_len_tokens,
+            "pooling_mode_mean_sqrt_len_tokens",
+        ),
+        (
+            cfg.pooling_mode_weightedmean_tokens,
+            "pooling_mode_weightedmean_tokens",
+        ),
+        (cfg.pooling_mode_lasttoken, "pooling_mode_lasttoken"),
+    ];
+    if let Some((_, name)) = unsupported.iter().find(|(on, _)| *on) {
+        return Err(EmbedError::ModelLoad(format!(
+            "{}: {name} is not supported (only mean or CLS pooling)",
+            path.display()
+        )));
+    }
+    match (cfg.pooling_mode_mean_tokens, cfg.pooling_mode_cls_token) {
+        (true, true) => Err(EmbedError::ModelLoad(format!(
+            "{}: both mean and CLS pooling are on (concatenated pooling is not supported)",
+            path.display()
+        ))),
+        (false, true) => Ok(Pooling::Cls),
+        _ => Ok(Pooling::Mean),
+    }
+}
+
+fn select_device() -> Result<Device, EmbedError> {
+    #[cfg(feature = "cuda")]
+    {
+        Device::cuda_if_available(0).map_err(|e| EmbedError::load("opening CUDA device 0", e))
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        Ok(Device::Cpu)
+    }
+}
+
+impl Model {
+    pub fn load(cfg: &EmbedConfig) -> Result<Self, EmbedError> {
+        let dir = &cfg.model_dir;
+        if !dir.is_dir() {
+            return Err(EmbedError::ModelLoad(format!(
+                "{} is not a directory",
+                dir.display()
+            )));
+        }
+        if cfg.max_seq_len < 2 {
+            return Err(EmbedError::ModelLoad(format!(
+                "max_seq_len must be at least 2 (room for [CLS] and [SEP]), got {}",
+                cfg.max_seq_len
+            )));
+        }
+        let bert_cfg: BertConfig = read_json(&dir.join("config.json"))?;
+        let device = select_device()?;
+
+        let max_seq_len = if cfg.max_seq_len > bert_cfg.max_position_embeddings {
+            tracing::warn!(
+                requested = cfg.max_seq_len,
+                max_position_embeddings = bert_cfg.max_position_embeddings,
+                "max_seq_len exceeds the model's position embeddings; capping it"
+            );
+            bert_cfg.max_position_embeddings
+        } else {
+            cfg.max_seq_len
+        };
+
+        let weights_path = dir.join("model.safetensors");
+        let tensors = candle_core::safetensors::load(&weights_path, &device)
+            .map_err(|e| EmbedError::load(format!("reading {}", weights_path.display()), e))?;
+        let prefix = tensors
+            .keys()
+            .filter_map(|k| k.strip_suffix(WORD_EMBEDDINGS))
+            .min_by_key(|p| p.len())
+            .map(|p| p.trim_end_matches('.').to_string())
+            .ok_or_else(|| {
+                EmbedError::ModelLoad(format!(
+                    "{}: no tensor named [prefix.]{WORD_EMBEDDINGS}; not a BERT checkpoint",
+                    weights_path.display()
+                ))
+            })?;
+        let vb = VarBuilder::from_tensors(tensors, DType::F32, &device);
+        let vb = if prefix.is_empty() {
+            vb
+        } else {
+            vb.pp(&prefix)
+        };
+        let bert = Bert::load(&vb, &bert_cfg).map_err(|e| {
+            EmbedError::load(format!("building BERT from {}", weights_path.display()), e)
+        })?;
+
+        let tokenizer_path = dir.join("tokenizer.json");
+        let mut tokenizer = Tokenizer::from_file(&tokenizer_path).map_err(|e| {
+            EmbedError::Tokenizer(format!("loading {}: {e}", tokenizer_path.display()))
+        })?;
+        // The shipped tokenizer.json may bake in fixed padding/truncation (MiniLM's says 128):
+        // no padding here (each batch pads to its own longest row) and truncation at max_seq_len.
+        tokenizer.with_padding(None);
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: max_seq_len,
+                ..TruncationParams::default()
+            }))
+            .map_err(|e| EmbedError::Tokenizer(format!("setting truncation: {e}")))?;
+
+        let (pooling_dir, normalize) = read_modules(dir)?;
+        let pooling = read_pooling(&pooling_dir)?;
+        let pad_id = u32::try_from(bert_cfg.pad_token_id).unwrap_or(0);
+
+        Ok(Self {
+            bert,
+            tokenizer,
+            device,
+            pooling,
+            normalize,
+            dim: bert_cfg.hidden_size,
+            max_seq_len,
+            batch_token_budget: cfg.batch_token_budget.max(1),
+            pad_id,
+        })
+    }
+
+    pub fn device_name(&self) -> &'static str {
+        match self.device {
+            Device::Cpu => "cpu",
+            Device::Cuda(_) => "cuda",
+            Device::Metal(_) => "metal",
+        }
+    }
+
+    /// Tokenizes with the configured truncation; returns the encodings and, per input, whether
+    /// it was truncated.
+    pub fn tokenize(&self, texts: &[String]) -> Result<Vec<Encoding>, EmbedError> {
+        let inputs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        self.tokenizer
+            .encode_batch_fast(inputs, true)
+            .map_err(|e| EmbedError::Tokenizer(e.to_string()))
+    }
+
+    /// Embeds `texts`, returning vectors in input order. `on_batch` is called after every batch
+    /// and may return `false` to stop early (the caller went away); the result is then
+    /// `Ok(None)`.
+    pub fn embed(
+        &self,
+        texts: &[String],
+        mut on_batch: impl FnMut(BatchDone) -> bool,
+    ) -> Result<Option<EmbedOutput>, EmbedError> {
+        let encodings = self.tokenize(texts)?;
+        let truncated = encodings
+            .iter()
+            .filter(|e| !e.get_overflowing().is_empty())
+            .count();
+        let lengths: Vec<usize> = encodings.iter().map(Encoding::len).collect();
+        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
+        let total = texts.len();
+        let mut done = 0;
+        for b in batch::plan(&lengths, self.batch_token_budget) {
+            let rows: Vec<&Encoding> = b.indices.iter().map(|&i| &encodings[i]).collect();
+            let vectors = self.run_batch(&rows, b.padded_len)?;
+            let tokens: usize = b.indices.iter().map(|&i| lengths[i]).sum();
+            for (&idx, v) in b.indices.iter().zip(vectors) {
+                out[idx] = v;
+            }
+            done += b.indices.len();
+            if !on_batch(BatchDone {
+                done,
+                total,
+                tokens,
+            }) {
+                return Ok(None);
+            }
+        }
+        Ok(Some(EmbedOutput {
+            vectors: out,
+            truncated,
+        }))
+    }
+
+    /// One forward pass over rows padded to `padded_len`, then pooling and normalization.
+    fn run_batch(
+        &self,
+        rows: &[&Encoding],
+        padded_len: usize,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let n = rows.len();
+        let mut ids = vec![self.pad_id; n * padded_len];
+        let mut type_ids = vec![0u32; n * padded_len];
+        let mut mask = vec![0u32; n * padded_len];
+        for (r, enc) in rows.iter().enumerate() {
+            let base = r * padded_len;
+            let len = enc.len().min(padded_len);
+            ids[base..base + len].copy_from_slice(&enc.get_ids()[..len]);
+            type_ids[base..base + len].copy_from_slice(&enc.get_type_ids()[..len]);
+            mask[base..base + len].fill(1);
+        }
+        let shape = (n, padded_len);
+        let t =
+            |v: Vec<u32>| Tensor::from_vec(v, shape, &self.device).map_err(EmbedError::inference);
+        let ids = t(ids)?;
+        let type_ids = t(type_ids)?;
+        let mask = t(mask)?;
+
+        let hidden = self
+            .bert
+            .forward(&ids, &type_ids, &mask)
+            .map_err(EmbedError::inference)?;
+        let pooled = self.pool(&hidden, &mask).map_err(EmbedError::inference)?;
+        let pooled = if self.normalize {
+            l2_normalize(&pooled).map_err(EmbedError::inference)?
+        } else {
+            pooled
+        };
+        pooled.to_vec2::<f32>().map_err(EmbedError::inference)
+    }
+
+    fn pool(&self, hidden: &Tensor, mask: &Tensor) -> candle_core::Result<Tensor> {
+        match self.pooling {
+            Pooling::Cls => hidden.i((.., 0))?.contiguous(),
+            Pooling::Mean => {
+                // sum(hidden * mask) / sum(mask), as sentence-transformers does (count clamped
+                // at 1e-9 there; every row here has at least [CLS] and [SEP]).
+                let mask = mask.to_dtype(DType::F32)?.unsqueeze(D::Minus1)?;
+                let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
+                let counts = mask.sum(1)?.maximum(1e-9)?;
+                summed.broadcast_div(&counts)
+            }
+        }
+    }
+}
+
+/// `x / max(‖x‖₂, 1e-12)` per row, as `torch.nn.functional.normalize` does.
+fn l2_normalize(x: &Tensor) -> candle_core::Result<Tensor> {
+    let norm = x.sqr()?.sum_keepdim(1)?.sqrt()?.maximum(1e-12)?;
+    x.broadcast_div(&norm)
+}
+
+pub(crate) struct EmbedOutput {
+    pub vectors: Vec<Vec<f32>>,
+    /// How many inputs were cut at `max_seq_len`.
+    pub truncated: usize,
+}

@@ -1,0 +1,313 @@
+//! Parity with sentence-transformers and the embedder's contract, on the real model.
+//!
+//! The model directory comes from `CAIRN_EMBED_MODEL` (put it in place with
+//! `scripts/fetch-model.sh`, which prints the directory). Unset, these tests fail: they never
+//! skip silently.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use cairn_embed::{BatchDone, EmbedConfig, EmbedError, Embedder, Pooling};
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct Fixture {
+    sentences: Vec<String>,
+    token_ids: Vec<Vec<u32>>,
+    embeddings: Vec<Vec<f32>>,
+    dim: usize,
+    max_seq_length: usize,
+}
+
+fn fixture() -> Fixture {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/minilm_reference_embeddings.json"
+    );
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn model_dir() -> PathBuf {
+    match std::env::var_os("CAIRN_EMBED_MODEL") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => panic!(
+            "CAIRN_EMBED_MODEL is not set: run `scripts/fetch-model.sh` (it prints the model \
+             directory) and export CAIRN_EMBED_MODEL=<that directory>"
+        ),
+    }
+}
+
+/// One embedder (default settings) shared by the tests: its workers are plain threads, so it
+/// serves every test's runtime.
+fn embedder() -> &'static Embedder {
+    static E: OnceLock<Embedder> = OnceLock::new();
+    E.get_or_init(|| Embedder::load(EmbedConfig::new(model_dir())).expect("load model"))
+}
+
+fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+fn norm(v: &[f32]) -> f32 {
+    v.iter().map(|x| x * x).sum::<f32>().sqrt()
+}
+
+fn words(n: usize) -> String {
+    const W: [&str; 12] = [
+        "river", "stone", "ancient", "library", "quietly", "measured", "the", "northern",
+        "archive", "of", "glass", "harbour",
+    ];
+    (0..n)
+        .map(|i| W[(i * 7 + i / 3) % W.len()])
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[tokio::test]
+async fn matches_sentence_transformers_reference() {
+    let fx = fixture();
+    let e = embedder();
+    assert_eq!(e.dim(), fx.dim);
+    assert_eq!(e.max_seq_len(), fx.max_seq_length);
+    assert_eq!(
+        e.model_name(),
+        model_dir()
+            .canonicalize()
+            .unwrap()
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+    );
+    assert_eq!(e.pooling(), Pooling::Mean);
+    assert!(e.normalizes(), "all-MiniLM-L6-v2 lists a Normalize module");
+
+    for (s, ids) in fx.sentences.iter().zip(&fx.token_ids) {
+        assert_eq!(&e.tokenize(s).unwrap(), ids, "token ids for {s:?}");
+    }
+
+    let got = e.embed(fx.sentences.clone(), None).await.unwrap();
+    assert_eq!(got.len(), fx.embeddings.len());
+    let mut worst = 0.0f32;
+    for (i, (g, r)) in got.iter().zip(&fx.embeddings).enumerate() {
+        let d = max_abs_diff(g, r);
+        println!("sentence {i}: max |diff| vs sentence-transformers = {d:e}");
+        assert!(d <= 1e-4, "sentence {i}: max |diff| {d} > 1e-4");
+        assert!((norm(g) - 1.0).abs() < 1e-5);
+        worst = worst.max(d);
+    }
+    println!("parity: worst max |diff| = {worst:e}");
+}
+
+#[tokio::test]
+async fn order_is_preserved_across_mixed_lengths_and_batches() {
+    let model = model_dir();
+    // A small budget forces several batches; lengths vary from a few tokens to past truncation.
+    let mut cfg = EmbedConfig::new(model);
+    cfg.batch_token_budget = 300;
+    let e = Embedder::load(cfg).unwrap();
+    let texts: Vec<String> = [1usize, 120, 3, 40, 400, 8, 2, 75, 15, 250, 5, 33]
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| format!("item {i}: {}", words(n)))
+        .collect();
+
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<BatchDone>();
+    let batched = e.embed(texts.clone(), Some(tx)).await.unwrap();
+    assert_eq!(batched.len(), texts.len());
+
+    let mut messages = Vec::new();
+    while let Some(m) = rx.recv().await {
+        messages.push(m);
+    }
+    assert!(
+        messages.len() > 1,
+        "budget 300 should need several batches: {messages:?}"
+    );
+    let mut prev = 0;
+    let mut in_batches = 0;
+    for m in &messages {
+        assert_eq!(m.total, texts.len());
+        assert!(m.done > prev);
+        in_batches += m.done - prev;
+        prev = m.done;
+        assert!(m.tokens > 0);
+    }
+    assert_eq!(in_batches, texts.len(), "progress sums to the input count");
+    assert_eq!(messages.last().unwrap().done, texts.len());
+    let tokens: usize = messages.iter().map(|m| m.tokens).sum();
+    let expected: usize = texts.iter().map(|t| e.tokenize(t).unwrap().len()).sum();
+    assert_eq!(tokens, expected, "tokens are the unpadded token counts");
+
+    for (i, t) in texts.iter().enumerate() {
+        let alone = e.embed(vec![t.clone()], None).await.unwrap().remove(0);
+        let d = max_abs_diff(&batched[i], &alone);
+        assert!(d <= 1e-5, "text {i}: batched vs alone differ by {d}");
+        // And it is not some other input's vector.
+        for (j, other) in batched.iter().enumerate() {
+            if j != i {
+                assert!(
+                    max_abs_diff(other, &alone) > 1e-3,
+                    "text {i} looks like text {j}"
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn progress_covers_every_input_at_default_budget() {
+    let e = embedder();
+    let texts: Vec<String> = (0..50)
+        .map(|i| format!("{i} {}", words(i % 17 + 1)))
+        .collect();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let v = e.embed(texts.clone(), Some(tx)).await.unwrap();
+    assert_eq!(v.len(), 50);
+    let mut last = BatchDone {
+        done: 0,
+        total: 0,
+        tokens: 0,
+    };
+    let mut sum = 0;
+    while let Some(m) = rx.recv().await {
+        sum += m.done - last.done;
+        last = m;
+    }
+    assert_eq!(sum, 50);
+    assert_eq!(last.done, 50);
+    assert_eq!(last.total, 50);
+}
+
+#[tokio::test]
+async fn embed_query_equals_embed() {
+    let e = embedder();
+    let q = "Who conducted pioneering research on radioactivity?";
+    let via_query = e.embed_query(q).await.unwrap();
+    let via_embed = e.embed(vec![q.to_owned()], None).await.unwrap().remove(0);
+    assert_eq!(via_query.len(), e.dim());
+    let d = max_abs_diff(&via_query, &via_embed);
+    assert!(d <= 1e-6, "embed_query vs embed: {d}");
+}
+
+#[tokio::test]
+async fn overlong_text_is_truncated_not_refused() {
+    let e = embedder();
+    let long = words(2000);
+    let ids = e.tokenize(&long).unwrap();
+    assert_eq!(
+        ids.len(),
+        e.max_seq_len(),
+        "tokenizer truncates at max_seq_len"
+    );
+
+    let v = e.embed_query(&long).await.unwrap();
+    assert_eq!(v.len(), e.dim());
+    assert!((norm(&v) - 1.0).abs() < 1e-5);
+    // Words past the cut do not matter.
+    let longer = format!("{long} and then a completely different ending about volcanoes");
+    let w = e.embed(vec![longer], None).await.unwrap().remove(0);
+    assert!(max_abs_diff(&v, &w) <= 1e-6);
+}
+
+#[tokio::test]
+async fn empty_input_and_blocking_api() {
+    let e = embedder();
+    assert!(e.embed(Vec::new(), None).await.unwrap().is_empty());
+    let fx = fixture();
+    let e2 = e.clone();
+    let blocking = tokio::task::spawn_blocking(move || e2.embed_blocking(fx.sentences, None))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(max_abs_diff(&blocking[0], &fx.embeddings[0]) <= 1e-4);
+}
+
+/// Copies the model directory's small files and writes the weights under `prefix` (e.g. "bert."),
+/// so the loader's prefix detection and pooling rules can be tested on the real weights.
+fn variant_dir(prefix: &str, pooling_cls: bool, normalize: bool) -> tempfile::TempDir {
+    let src = model_dir();
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["config.json", "tokenizer.json"] {
+        std::fs::copy(src.join(f), dir.path().join(f)).unwrap();
+    }
+    let tensors =
+        candle_core::safetensors::load(src.join("model.safetensors"), &candle_core::Device::Cpu)
+            .unwrap();
+    let renamed: std::collections::HashMap<String, candle_core::Tensor> = tensors
+        .into_iter()
+        .map(|(k, v)| (format!("{prefix}{k}"), v))
+        .collect();
+    candle_core::safetensors::save(&renamed, dir.path().join("model.safetensors")).unwrap();
+    std::fs::create_dir(dir.path().join("1_Pooling")).unwrap();
+    std::fs::write(
+        dir.path().join("1_Pooling/config.json"),
+        format!(
+            r#"{{"word_embedding_dimension": 384, "pooling_mode_cls_token": {pooling_cls},
+                "pooling_mode_mean_tokens": {}}}"#,
+            !pooling_cls
+        ),
+    )
+    .unwrap();
+    let mut modules = vec![
+        r#"{"idx":0,"name":"0","path":"","type":"sentence_transformers.models.Transformer"}"#,
+        r#"{"idx":1,"name":"1","path":"1_Pooling","type":"sentence_transformers.models.Pooling"}"#,
+    ];
+    if normalize {
+        modules.push(r#"{"idx":2,"name":"2","path":"2_Normalize","type":"sentence_transformers.models.Normalize"}"#);
+    }
+    std::fs::write(
+        dir.path().join("modules.json"),
+        format!("[{}]", modules.join(",")),
+    )
+    .unwrap();
+    dir
+}
+
+#[tokio::test]
+async fn prefixed_weights_cls_pooling_and_no_normalize() {
+    let fx = fixture();
+
+    let prefixed = variant_dir("bert.", false, true);
+    let e = Embedder::load(EmbedConfig::new(prefixed.path())).unwrap();
+    let v = e.embed(fx.sentences.clone(), None).await.unwrap();
+    for (g, r) in v.iter().zip(&fx.embeddings) {
+        assert!(
+            max_abs_diff(g, r) <= 1e-4,
+            "bert.-prefixed weights load the same model"
+        );
+    }
+
+    let cls = variant_dir("", true, false);
+    let e = Embedder::load(EmbedConfig::new(cls.path())).unwrap();
+    assert_eq!(e.pooling(), Pooling::Cls);
+    assert!(!e.normalizes());
+    let v = e.embed(fx.sentences.clone(), None).await.unwrap();
+    assert_eq!(v[0].len(), 384);
+    assert!(
+        (norm(&v[0]) - 1.0).abs() > 1e-2,
+        "no Normalize module: raw CLS vector"
+    );
+    assert!(
+        max_abs_diff(&v[0], &fx.embeddings[0]) > 1e-2,
+        "CLS differs from mean pooling"
+    );
+}
+
+#[test]
+fn load_errors_are_model_load() {
+    let dir = tempfile::tempdir().unwrap();
+    match Embedder::load(EmbedConfig::new(dir.path())) {
+        Err(EmbedError::ModelLoad(msg)) => assert!(msg.contains("config.json"), "{msg}"),
+        other => panic!("expected ModelLoad, got {other:?}"),
+    }
+    match Embedder::load(EmbedConfig::new(dir.path().join("missing"))) {
+        Err(EmbedError::ModelLoad(_)) => {}
+        other => panic!("expected ModelLoad, got {other:?}"),
+    }
+}
