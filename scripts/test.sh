@@ -24,6 +24,10 @@ log "embedding model ..."
 CAIRN_EMBED_MODEL=${CAIRN_EMBED_MODEL:-$(bash scripts/fetch-model.sh)}
 export CAIRN_EMBED_MODEL
 
+log "a real multi-page PDF (Debian's xmlstarlet user guide) ..."
+CAIRN_TEST_REAL_PDF=$(bash scripts/fetch-test-pdf.sh)
+export CAIRN_TEST_REAL_PDF
+
 log "console (Trunk) ..."
 bash scripts/build-console.sh
 

@@ -4,7 +4,10 @@
 //! Two passes, after seed 004's `StructuralChunker`:
 //!
 //! 1. **Sections.** A line-by-line scan. A line `[Page N]` sets the page in effect (the marker
-//!    line itself is metadata and does not appear in any chunk's content). A line matching
+//!    line itself is metadata and does not appear in any chunk's content) and, when the page
+//!    changes, closes the current section and continues it (same heading) on the new page:
+//!    DESIGN.md §4 splits at page markers as well as headings (the seed only tracked pages),
+//!    so a chunk never spans pages and its page citation is exact. A line matching
 //!    `^#{1,6}\s+(.+)$` is a heading: it closes the current section and opens a new one whose
 //!    `section` is the heading text (without the `#`s, and without a closing run of `#`s) and
 //!    whose content starts with the heading line itself, so headings stay searchable. Lines
@@ -143,6 +146,21 @@ fn split_sections(text: &str) -> Vec<Section<'_>> {
     for raw in text.split('\n') {
         let line = raw.strip_suffix('\r').unwrap_or(raw);
         if let Some(n) = page_marker(line) {
+            // DESIGN.md §4: sections split at page markers too, so every chunk lies on one
+            // page and cites it exactly. The heading carries over to the next page's part.
+            if page.is_some_and(|p| p != n) && open_fence.is_none() {
+                let heading = current.heading.clone();
+                let done = std::mem::replace(
+                    &mut current,
+                    Section {
+                        heading,
+                        lines: Vec::new(),
+                    },
+                );
+                if done.has_content() {
+                    sections.push(done);
+                }
+            }
             page = Some(n);
             continue;
         }
@@ -417,14 +435,11 @@ mod tests {
         let c = chunk(text, &ChunkConfig::default());
         assert_eq!(
             contents(&c),
-            vec!["# Intro\n\nstart\n\n\nmore intro", "# Later\n\nend"]
+            vec!["# Intro\n\nstart", "more intro", "# Later\n\nend"]
         );
-        assert_eq!(
-            c[0].page,
-            Some(1),
-            "the page in effect at the chunk's start"
-        );
-        assert_eq!(c[1].page, Some(2));
+        let pages: Vec<_> = c.iter().map(|c| c.page).collect();
+        assert_eq!(pages, vec![Some(1), Some(2), Some(2)]);
+        assert_eq!(c[1].section.as_deref(), Some("Intro"), "the section continues on page 2");
         assert!(!c.iter().any(|c| c.content.contains("[Page")));
     }
 
@@ -436,11 +451,11 @@ mod tests {
         assert_invariants(&c, 20);
         assert_eq!(
             contents(&c),
-            vec!["aaaa aaaa\n\nbbbb bbbb", "cccc cccc\n\ndddd dddd"]
+            vec!["aaaa aaaa", "bbbb bbbb\n\ncccc cccc", "dddd dddd"]
         );
-        // The second chunk runs onto page 3 but starts on page 2.
+        // Chunks never span pages.
         let pages: Vec<_> = c.iter().map(|c| c.page).collect();
-        assert_eq!(pages, vec![Some(1), Some(2)]);
+        assert_eq!(pages, vec![Some(1), Some(2), Some(3)]);
         // Not markers: wrong shape, or not alone on the line.
         assert_eq!(page_marker("[Page two]"), None);
         assert_eq!(page_marker("see [Page 2]"), None);

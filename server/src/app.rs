@@ -1,15 +1,26 @@
 //! Assembling and running a server: open the store, migrate, bootstrap, build the schema and
 //! the router, serve until told to stop.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cairn_embed::{EmbedConfig, Embedder};
+use cairn_extract::chunk::ChunkConfig;
+use cairn_extract::Limits;
 
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::config::Config;
-use crate::graphql::{self, Limits};
+use crate::events::Bus;
+use crate::ingest::blobs::BlobStore;
+use crate::ingest::{self, IngestRunner, IngestSettings};
+use crate::jobs::{Queue, QueueConfig, Runner};
+use crate::graphql;
 use crate::http::{self, metrics::Metrics, HttpState};
 use crate::service::{Bootstrap, Cairn, ServiceError};
 use crate::store::{Store, StoreError};
@@ -51,6 +62,7 @@ pub struct Running {
 impl Running {
     /// Stops accepting, finishes in-flight requests, and waits.
     pub async fn stop(mut self) -> Result<(), StartError> {
+        self.cairn.queue.shutdown();
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
@@ -69,14 +81,86 @@ impl Running {
     }
 }
 
-/// Starts a server on `cfg.bind` (port 0 picks a free port; see [`Running::addr`]).
+/// Loads the embedding model on a blocking thread. A missing model is not fatal: the server
+/// starts, and ingest jobs fail with a message saying how to get the model.
+pub async fn load_embedder(cfg: &Config) -> Option<Embedder> {
+    let dir = cfg.embed_model_dir();
+    let loaded = tokio::task::spawn_blocking(move || Embedder::load(EmbedConfig::new(dir))).await;
+    match loaded {
+        Ok(Ok(e)) => {
+            tracing::info!(model = e.model_name(), dim = e.dim(), "embedding model loaded");
+            Some(e)
+        }
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, dir = %cfg.embed_model_dir().display(),
+                "no embedding model: ingestion will fail until one is configured (scripts/fetch-model.sh)");
+            None
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "loading the embedding model panicked");
+            None
+        }
+    }
+}
+
+/// Starts a server on `cfg.bind` (port 0 picks a free port; see [`Running::addr`]), loading
+/// the embedding model itself.
 pub async fn start(cfg: &Config) -> Result<Running, StartError> {
+    let embedder = load_embedder(cfg).await;
+    start_with(cfg, embedder).await
+}
+
+/// The core with its job workers and no HTTP (command-line bulk loads).
+pub async fn start_headless(cfg: &Config) -> Result<Cairn, StartError> {
+    let embedder = load_embedder(cfg).await;
+    build_core(cfg, embedder).await
+}
+
+async fn build_core(cfg: &Config, embedder: Option<Embedder>) -> Result<Cairn, StartError> {
     let store = open_store(cfg).await?;
-    let cairn = Cairn::new(store);
+    let bus = Bus::for_store(&store).await;
+    let blobs = BlobStore::new(&cfg.data_dir);
+    let ingest = IngestRunner {
+        store: store.clone(),
+        blobs: blobs.clone(),
+        embedder,
+        chunking: ChunkConfig {
+            chunk_size: cfg.chunk_size,
+            chunk_overlap: cfg.chunk_overlap,
+        },
+        limits: Limits::default(),
+        extract_timeout: Duration::from_secs(cfg.extract_timeout_secs),
+    };
+    let mut runners: HashMap<&'static str, Arc<dyn Runner>> = HashMap::new();
+    runners.insert(ingest::KIND, Arc::new(ingest));
+    let queue = Queue::start(
+        store.clone(),
+        bus.clone(),
+        runners,
+        QueueConfig {
+            workers: cfg.workers,
+            lease: Duration::from_secs(cfg.job_lease_secs.max(1)),
+            ..QueueConfig::default()
+        },
+    );
+    Ok(Cairn::new(
+        store,
+        bus,
+        blobs,
+        queue,
+        IngestSettings {
+            max_upload_bytes: cfg.max_upload_bytes,
+        },
+    ))
+}
+
+/// Starts a server with an already loaded embedder (tests share one between servers).
+pub async fn start_with(cfg: &Config, embedder: Option<Embedder>) -> Result<Running, StartError> {
+    let cairn = build_core(cfg, embedder).await?;
     let bootstrap = cairn.bootstrap_if_empty(&cfg.data_dir).await?;
     let schema = graphql::build_schema(
         cairn.clone(),
-        Limits {
+        graphql::Limits {
             max_depth: cfg.graphql_max_depth,
             max_complexity: cfg.graphql_max_complexity,
         },

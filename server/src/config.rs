@@ -61,6 +61,32 @@ pub struct Config {
     )]
     pub graphql_max_complexity: usize,
 
+    /// The embedding model directory (any BERT-family sentence-transformers layout).
+    /// Default: the cache that scripts/fetch-model.sh fills.
+    #[arg(long, env = "CAIRN_EMBED_MODEL", global = true)]
+    pub embed_model: Option<PathBuf>,
+
+    /// Job workers in this process.
+    #[arg(long, env = "CAIRN_WORKERS", default_value_t = 2, global = true)]
+    pub workers: usize,
+
+    /// A running job's lease: another worker may take it over this long after its last sign
+    /// of life (a crash or restart is recovered within it).
+    #[arg(long, env = "CAIRN_JOB_LEASE_SECS", default_value_t = 30, global = true)]
+    pub job_lease_secs: u64,
+
+    /// Longest time text extraction may take for one document, in seconds.
+    #[arg(long, env = "CAIRN_EXTRACT_TIMEOUT_SECS", default_value_t = 120, global = true)]
+    pub extract_timeout_secs: u64,
+
+    /// Target chunk size in characters.
+    #[arg(long, env = "CAIRN_CHUNK_SIZE", default_value_t = 1500, global = true)]
+    pub chunk_size: usize,
+
+    /// Trailing-paragraph overlap between chunks, in characters.
+    #[arg(long, env = "CAIRN_CHUNK_OVERLAP", default_value_t = 200, global = true)]
+    pub chunk_overlap: usize,
+
     /// Log format on stderr.
     #[arg(long, env = "CAIRN_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
     pub log_format: LogFormat,
@@ -77,7 +103,21 @@ impl Config {
             console_dir: PathBuf::from("frontend/dist"),
             graphql_max_depth: 12,
             graphql_max_complexity: 5000,
+            embed_model: None,
+            workers: 2,
+            job_lease_secs: 30,
+            extract_timeout_secs: 120,
+            chunk_size: 1500,
+            chunk_overlap: 200,
             log_format: LogFormat::Text,
         }
+    }
+
+    /// The embedding model directory: configured, or the default cache.
+    pub fn embed_model_dir(&self) -> PathBuf {
+        self.embed_model.clone().unwrap_or_else(|| {
+            let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+            home.join(".cache/cairn/models/all-MiniLM-L6-v2")
+        })
     }
 }

@@ -1,44 +1,134 @@
-//! In-process event bus: what subscriptions listen to. Every event is scoped to a team and
-//! subscribers only see their own team's events.
+//! The event bus behind subscriptions. Every event is scoped to a team; subscribers only see
+//! their own team's events.
 //!
-//! Within one instance this is a `tokio::sync::broadcast` channel. Crossing instances (several
-//! `cairn` processes on one PostgreSQL) arrives with the job queue via LISTEN/NOTIFY, which
-//! will publish into the same bus.
+//! On SQLite (one instance) events go straight into a `tokio::sync::broadcast` channel. On
+//! PostgreSQL every event is sent with `NOTIFY cairn_events` (in publish order, by one
+//! forwarding task) and each instance's `LISTEN` task feeds its own broadcast channel, so a
+//! subscriber on any instance sees events from all of them, exactly once.
 
 use entity::prelude::Corpus;
-use tokio::sync::broadcast;
+use serde::{Deserialize, Serialize};
+use tokio::sync::{broadcast, mpsc};
 
-#[derive(Clone, Debug)]
-pub enum EventKind {
-    CorpusCreated(Corpus),
+use crate::store::Store;
+
+/// Progress of a job, as subscriptions deliver it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobEvent {
+    pub job_id: i64,
+    pub kind: String,
+    pub corpus_id: Option<i64>,
+    pub created_by: Option<i64>,
+    /// queued | running | succeeded | failed | cancelled
+    pub state: String,
+    /// extracting | chunking | embedding | storing | searchable | failed | cancelled | queued
+    pub stage: String,
+    pub done: Option<i64>,
+    pub total: Option<i64>,
+    pub error: Option<String>,
+    pub result: Option<serde_json::Value>,
+    /// Orders the events of one job: later events have higher numbers; terminal events have
+    /// `i64::MAX`. A subscriber that read the stored state drops live events not newer than it.
+    pub seq: i64,
 }
 
-#[derive(Clone, Debug)]
+impl JobEvent {
+    pub fn is_terminal(&self) -> bool {
+        matches!(self.state.as_str(), "succeeded" | "failed" | "cancelled")
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum EventKind {
+    CorpusCreated(Corpus),
+    Job(JobEvent),
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Event {
     pub team_id: i64,
     pub kind: EventKind,
 }
 
+pub const PG_CHANNEL: &str = "cairn_events";
+
 #[derive(Clone, Debug)]
 pub struct Bus {
     tx: broadcast::Sender<Event>,
-}
-
-impl Default for Bus {
-    fn default() -> Self {
-        Bus::new()
-    }
+    /// Set on PostgreSQL: events go through NOTIFY instead of straight to `tx`.
+    notify: Option<mpsc::UnboundedSender<Event>>,
 }
 
 impl Bus {
-    pub fn new() -> Bus {
-        let (tx, _) = broadcast::channel(1024);
-        Bus { tx }
+    /// An in-process bus (SQLite, or tests).
+    pub fn local() -> Bus {
+        let (tx, _) = broadcast::channel(4096);
+        Bus { tx, notify: None }
+    }
+
+    /// A bus whose events cross instances through the store's NOTIFY/LISTEN (PostgreSQL), or
+    /// a local one on SQLite.
+    pub async fn for_store(store: &Store) -> Bus {
+        let mut bus = Bus::local();
+        if !store.supports_notify() {
+            return bus;
+        }
+        let (ntx, mut nrx) = mpsc::unbounded_channel::<Event>();
+        let forward_store = store.clone();
+        tokio::spawn(async move {
+            while let Some(ev) = nrx.recv().await {
+                match serde_json::to_string(&ev) {
+                    Ok(payload) => {
+                        if let Err(e) = forward_store.notify(PG_CHANNEL, &payload).await {
+                            tracing::warn!(error = %e, "NOTIFY failed; event dropped");
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "event not serializable"),
+                }
+            }
+        });
+        let listen_store = store.clone();
+        let local = bus.tx.clone();
+        tokio::spawn(async move {
+            loop {
+                let mut listener = match listen_store.listen(PG_CHANNEL).await {
+                    Ok(l) => l,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "LISTEN failed; retrying");
+                        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                        continue;
+                    }
+                };
+                loop {
+                    match listener.recv().await {
+                        Ok(n) => match serde_json::from_str::<Event>(n.payload()) {
+                            Ok(ev) => {
+                                let _ = local.send(ev);
+                            }
+                            Err(e) => tracing::warn!(error = %e, "bad event payload"),
+                        },
+                        Err(e) => {
+                            tracing::warn!(error = %e, "LISTEN connection lost; reconnecting");
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+        bus.notify = Some(ntx);
+        bus
     }
 
     pub fn publish(&self, event: Event) {
-        // No subscriber is not an error: events are advisory, state lives in the database.
-        let _ = self.tx.send(event);
+        match &self.notify {
+            Some(n) => {
+                let _ = n.send(event);
+            }
+            // No subscriber is not an error: events are advisory, state lives in the database.
+            None => {
+                let _ = self.tx.send(event);
+            }
+        }
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {

@@ -12,6 +12,8 @@ use cairn::store::Store;
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
+mod bulk;
+
 #[derive(Parser)]
 #[command(name = "cairn", version, about = "A self-hosted knowledge server")]
 struct Cli {
@@ -35,6 +37,24 @@ enum Command {
     Token(TokenCommand),
     /// Print the GraphQL schema (SDL).
     Schema,
+    /// Bulk-load files or directories (recursively) into a corpus, with progress bars.
+    Ingest {
+        /// Files or directories.
+        #[arg(required = true)]
+        paths: Vec<std::path::PathBuf>,
+        /// Corpus name (created in the team when missing).
+        #[arg(long)]
+        corpus: String,
+        /// Team name. Default: the default team.
+        #[arg(long)]
+        team: Option<String>,
+        /// Uploading user's id. Default: the team's first owner.
+        #[arg(long)]
+        user: Option<i64>,
+        /// Make the documents private to the uploading user.
+        #[arg(long)]
+        private: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -118,6 +138,15 @@ async fn run(cli: Cli) -> Result<(), CliError> {
             print!("{}", cairn::graphql::sdl());
             Ok(())
         }
+        Command::Ingest {
+            paths,
+            corpus,
+            team,
+            user,
+            private,
+        } => bulk::ingest(&cfg, &paths, &corpus, team.as_deref(), user, private)
+            .await
+            .map_err(CliError::Usage),
         Command::User(UserCommand::Create { name, role, team }) => {
             let store = app::open_store(&cfg).await?;
             let team = resolve_team(&store, team.as_deref()).await?;

@@ -59,7 +59,7 @@ async fn users_and_tokens_from_the_command_line() {
     let store = Store::connect(None, &cfg.data_dir)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    let cairn_core = Cairn::new(store);
+    let cairn_core = Cairn::offline(store, dir.path());
     let p = cairn_core
         .authenticate(&token)
         .await
@@ -79,4 +79,53 @@ async fn users_and_tokens_from_the_command_line() {
     assert_eq!(out, "already revoked");
     let (ok, _, _) = cairn(dir.path(), &["token", "revoke", "424242"]);
     assert!(!ok, "revoking a missing token fails");
+}
+
+#[tokio::test]
+async fn bulk_ingest_from_the_command_line() {
+    let model = std::env::var("CAIRN_EMBED_MODEL").unwrap_or_else(|_| {
+        panic!("CAIRN_EMBED_MODEL is not set: run scripts/fetch-model.sh (the README's test command does)")
+    });
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (ok, _, err) = cairn(dir.path(), &["user", "create", "--name", "boss", "--role", "owner", "--team", "default"]);
+    assert!(ok, "{err}");
+    let src = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(src.path().join("a.md"), "# Alpha\n\nThe alpha note mentions granite.\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(src.path().join("sub")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(src.path().join("sub/b.txt"), "Beta is a plain text note.\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(src.path().join("sub/empty.txt"), "").unwrap_or_else(|e| panic!("{e}"));
+    let out = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["ingest", "--corpus", "notes"])
+        .arg(src.path())
+        .env("CAIRN_DATA_DIR", dir.path())
+        .env("CAIRN_EMBED_MODEL", &model)
+        .env_remove("DATABASE_URL")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "cairn ingest failed: {stderr}");
+
+    let store = Store::connect(None, dir.path()).await.unwrap_or_else(|e| panic!("{e}"));
+    let team = store.team_by_name("default").await.unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("no team"));
+    let corpus = store
+        .team_corpus_by_name(team.id, "notes")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|| panic!("the corpus was created"));
+    let owner = store.first_owner(team.id).await.unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("owner"));
+    let p = cairn::auth::Principal {
+        user_id: owner.id,
+        team_id: team.id,
+        name: owner.name,
+        role: cairn::domain::Role::Owner,
+        token_id: 0,
+    };
+    let docs = store.corpus_documents(&p, corpus.id, None, 10).await.unwrap_or_else(|e| panic!("{e}"));
+    let mut names: Vec<(String, i32)> = docs.into_iter().map(|d| (d.filename.unwrap_or_default(), d.chunk_count)).collect();
+    names.sort();
+    assert_eq!(names, vec![("a.md".into(), 1), ("b.txt".into(), 1), ("empty.txt".into(), 0)]);
+    // A missing path is refused with a clear message and a failing status.
+    let (ok, _, err) = cairn(dir.path(), &["ingest", "--corpus", "notes", "/nonexistent/path"]);
+    assert!(!ok);
+    assert!(err.contains("no such file"), "{err}");
 }

@@ -8,6 +8,13 @@
 //! [`both_backends!`] turns one `async fn(Backend)` into a test per backend.
 
 use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use cairn_embed::{EmbedConfig, Embedder};
+use futures_util::{SinkExt, StreamExt};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message;
 
 use cairn::app::{self, Running};
 use cairn::auth;
@@ -102,8 +109,38 @@ pub struct TestServer {
     http: reqwest::Client,
 }
 
+/// One embedding model per test process, shared by every server it starts (loading it per
+/// server would dominate the suite). `None` when `CAIRN_EMBED_MODEL` is unset: servers then
+/// start without one, and ingestion tests fail on [`require_model`].
+pub async fn shared_embedder() -> Option<Embedder> {
+    static EMBEDDER: OnceLock<Option<Embedder>> = OnceLock::new();
+    if let Some(e) = EMBEDDER.get() {
+        return e.clone();
+    }
+    let dir = std::env::var_os("CAIRN_EMBED_MODEL")?;
+    let loaded = tokio::task::spawn_blocking(move || Embedder::load(EmbedConfig::new(PathBuf::from(dir))))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|e| panic!("CAIRN_EMBED_MODEL does not hold a loadable model: {e}"));
+    let _ = EMBEDDER.set(Some(loaded));
+    EMBEDDER.get().cloned().flatten()
+}
+
+/// Fails the test unless the embedding model is configured.
+pub fn require_model() {
+    assert!(
+        std::env::var_os("CAIRN_EMBED_MODEL").is_some(),
+        "CAIRN_EMBED_MODEL is not set: run scripts/fetch-model.sh (the README's test command does)"
+    );
+}
+
 impl TestServer {
     pub async fn start(backend: Backend) -> TestServer {
+        Self::start_tuned(backend, |_| {}).await
+    }
+
+    /// Starts with configuration changes (upload cap, workers, lease…).
+    pub async fn start_tuned(backend: Backend, tune: impl FnOnce(&mut Config)) -> TestServer {
         let data_dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
         let mut config = Config::with_data_dir(data_dir.path());
         config.bind = "127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}"));
@@ -114,6 +151,8 @@ impl TestServer {
             config.database_url = Some(url);
             pg_database = Some(name);
         }
+        config.job_lease_secs = 3;
+        tune(&mut config);
         Self::start_with(backend, config, data_dir, pg_database).await
     }
 
@@ -123,7 +162,13 @@ impl TestServer {
         data_dir: tempfile::TempDir,
         pg_database: Option<String>,
     ) -> TestServer {
-        let running = app::start(&config)
+        if std::env::var_os("CAIRN_TEST_LOG").is_some() {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::new("info,cairn=debug,sqlx=warn"))
+                .with_test_writer()
+                .try_init();
+        }
+        let running = app::start_with(&config, shared_embedder().await)
             .await
             .unwrap_or_else(|e| panic!("server failed to start: {e}"));
         let owner_token = running
@@ -249,6 +294,118 @@ impl TestServer {
         (team.id, owner.id, secret.secret)
     }
 
+    /// Uploads `bytes` as `filename` through the GraphQL multipart request spec; returns the
+    /// reply body and the HTTP status.
+    pub async fn upload(
+        &self,
+        token: &str,
+        corpus_id: &str,
+        filename: &str,
+        bytes: Vec<u8>,
+        extra: Value,
+    ) -> (u16, Value) {
+        let mut vars = json!({ "c": corpus_id, "f": null });
+        if let (Some(v), Some(e)) = (vars.as_object_mut(), extra.as_object()) {
+            for (k, x) in e {
+                v.insert(k.clone(), x.clone());
+            }
+        }
+        let ops = json!({
+            "query": "mutation($c: ID!, $f: Upload!, $v: Visibility, $d: ID) { uploadDocument(corpusId: $c, file: $f, visibility: $v, documentId: $d) { id state stage filename } }",
+            "variables": vars,
+        });
+        let form = reqwest::multipart::Form::new()
+            .text("operations", ops.to_string())
+            .text("map", json!({ "0": ["variables.f"] }).to_string())
+            .part("0", reqwest::multipart::Part::bytes(bytes).file_name(filename.to_owned()));
+        let resp = self
+            .http
+            .post(format!("{}/graphql", self.url))
+            .bearer_auth(token)
+            .multipart(form)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("upload failed: {e}"));
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Uploads and returns the job id (panics on a refusal).
+    pub async fn upload_ok(&self, token: &str, corpus_id: &str, filename: &str, bytes: Vec<u8>) -> String {
+        let (status, body) = self.upload(token, corpus_id, filename, bytes, json!({})).await;
+        assert!(status == 200 && body.get("errors").is_none(), "upload refused ({status}): {body}");
+        body["data"]["uploadDocument"]["id"].as_str().unwrap_or_default().to_owned()
+    }
+
+    /// Subscribes to `jobProgress(id)` over the WebSocket and collects events until the job
+    /// ends (bounded: 180 s).
+    pub async fn follow_job(&self, token: &str, job_id: &str) -> Vec<Value> {
+        let (mut ws, ack) = ws_init(self, json!({ "authorization": format!("Bearer {token}") })).await;
+        assert_eq!(ack.ok().map(|v| v["type"].clone()), Some(json!("connection_ack")));
+        let q = "subscription($id: ID!) { jobProgress(id: $id) { jobId state stage done total error result } }";
+        ws.send(Message::text(
+            json!({ "id": "1", "type": "subscribe", "payload": { "query": q, "variables": { "id": job_id } } })
+                .to_string(),
+        ))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+        let mut events = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let msg = match tokio::time::timeout(left, ws_next(&mut ws)).await {
+                Ok(m) => m,
+                Err(_) => panic!("job {job_id} did not finish in 180 s; events so far: {events:?}"),
+            };
+            match msg {
+                Ok(v) if v["type"] == "next" => {
+                    let ev = v["payload"]["data"]["jobProgress"].clone();
+                    assert!(ev.is_object(), "bad event {v}");
+                    events.push(ev);
+                }
+                Ok(v) if v["type"] == "complete" => break,
+                Ok(v) => panic!("unexpected message {v}"),
+                Err(code) => panic!("socket closed ({code:?}) after {events:?}"),
+            }
+        }
+        events
+    }
+
+    /// A handle that only knows a URL (for talking to a server run as a separate process).
+    pub fn probe(url: &str) -> TestServer {
+        TestServer {
+            backend: Backend::Sqlite,
+            url: url.to_owned(),
+            owner_token: String::new(),
+            config: Config::with_data_dir("/nonexistent"),
+            running: None,
+            pg_database: None,
+            _data_dir: tempfile::tempdir().unwrap_or_else(|e| panic!("{e}")),
+            http: reqwest::Client::new(),
+        }
+    }
+
+    /// A second instance on the same database and blob directory (scale-out), with its own
+    /// workers and port.
+    pub async fn second_instance(&self) -> TestServer {
+        let mut config = self.config.clone();
+        config.bind = "127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}"));
+        let running = app::start_with(&config, shared_embedder().await)
+            .await
+            .unwrap_or_else(|e| panic!("second instance failed to start: {e}"));
+        assert!(running.bootstrap.is_none(), "the second instance finds the team");
+        TestServer {
+            backend: self.backend,
+            url: format!("http://{}", running.addr),
+            owner_token: self.owner_token.clone(),
+            config,
+            running: Some(running),
+            pg_database: None,
+            _data_dir: tempfile::tempdir().unwrap_or_else(|e| panic!("{e}")),
+            http: reqwest::Client::new(),
+        }
+    }
+
     /// Stops the server and removes its PostgreSQL database.
     pub async fn stop(mut self) {
         if let Some(r) = self.running.take() {
@@ -263,4 +420,62 @@ impl TestServer {
 /// The `extensions.code` of the first error, if any.
 pub fn error_code(body: &Value) -> Option<&str> {
     body["errors"][0]["extensions"]["code"].as_str()
+}
+
+pub type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+pub async fn ws_connect(s: &TestServer) -> Ws {
+    let mut req = s
+        .ws_url()
+        .into_client_request()
+        .unwrap_or_else(|e| panic!("{e}"));
+    req.headers_mut().insert(
+        "Sec-WebSocket-Protocol",
+        "graphql-transport-ws".parse().unwrap_or_else(|e| panic!("{e}")),
+    );
+    let (ws, _) = tokio_tungstenite::connect_async(req)
+        .await
+        .unwrap_or_else(|e| panic!("ws connect: {e}"));
+    ws
+}
+
+/// The next text message as JSON, or the close code; bounded in time (60 s).
+pub async fn ws_next(ws: &mut Ws) -> Result<Value, Option<u16>> {
+    loop {
+        let msg = tokio::time::timeout(Duration::from_secs(60), ws.next())
+            .await
+            .unwrap_or_else(|_| panic!("no WebSocket message within 60 s"));
+        match msg {
+            Some(Ok(Message::Text(t))) => {
+                return Ok(serde_json::from_str(t.as_str()).unwrap_or(Value::Null))
+            }
+            Some(Ok(Message::Close(frame))) => return Err(frame.map(|f| u16::from(f.code))),
+            Some(Ok(_)) => continue,
+            Some(Err(_)) | None => return Err(None),
+        }
+    }
+}
+
+/// Connects and sends `connection_init` with `payload`; returns the first reply.
+pub async fn ws_init(s: &TestServer, payload: Value) -> (Ws, Result<Value, Option<u16>>) {
+    let mut ws = ws_connect(s).await;
+    let init = json!({ "type": "connection_init", "payload": payload });
+    ws.send(Message::text(init.to_string()))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let first = ws_next(&mut ws).await;
+    (ws, first)
+}
+
+/// The stages of a job's events, consecutive repeats folded (`embedding` k/n counts once).
+pub fn stages(events: &[Value]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for e in events {
+        let s = e["stage"].as_str().unwrap_or_default().to_owned();
+        if out.last() != Some(&s) {
+            out.push(s);
+        }
+    }
+    out
 }

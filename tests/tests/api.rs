@@ -3,12 +3,11 @@
 use cairn::auth::{can_read_document, DocumentAccess, Principal};
 use cairn::domain::{Role, Visibility};
 use cairn::store::NewDocument;
-use cairn_tests::{both_backends, error_code, Backend, TestServer};
-use futures_util::{SinkExt, StreamExt};
+use cairn_tests::{both_backends, error_code, ws_init, ws_next, Backend, TestServer};
+use futures_util::SinkExt;
 use rand::{Rng, SeedableRng};
 use sea_orm::ConnectionTrait;
 use serde_json::{json, Value};
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
 both_backends!(
@@ -245,53 +244,6 @@ async fn abusive_queries_are_refused_with_codes(b: Backend) {
     s.gql_ok(&s.owner_token, "{ me { user { name } } }", json!({}))
         .await;
     s.stop().await;
-}
-
-type Ws =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-async fn ws_connect(s: &TestServer) -> Ws {
-    let mut req = s
-        .ws_url()
-        .into_client_request()
-        .unwrap_or_else(|e| panic!("{e}"));
-    req.headers_mut().insert(
-        "Sec-WebSocket-Protocol",
-        "graphql-transport-ws"
-            .parse()
-            .unwrap_or_else(|e| panic!("{e}")),
-    );
-    let (ws, _) = tokio_tungstenite::connect_async(req)
-        .await
-        .unwrap_or_else(|e| panic!("ws connect: {e}"));
-    ws
-}
-
-/// The next text message as JSON, or the close code; bounded in time.
-async fn ws_next(ws: &mut Ws) -> Result<Value, Option<u16>> {
-    loop {
-        let msg = tokio::time::timeout(std::time::Duration::from_secs(10), ws.next())
-            .await
-            .unwrap_or_else(|_| panic!("no WebSocket message within 10 s"));
-        match msg {
-            Some(Ok(Message::Text(t))) => {
-                return Ok(serde_json::from_str(t.as_str()).unwrap_or(Value::Null))
-            }
-            Some(Ok(Message::Close(frame))) => return Err(frame.map(|f| u16::from(f.code))),
-            Some(Ok(_)) => continue,
-            Some(Err(_)) | None => return Err(None),
-        }
-    }
-}
-
-async fn ws_init(s: &TestServer, payload: Value) -> (Ws, Result<Value, Option<u16>>) {
-    let mut ws = ws_connect(s).await;
-    let init = json!({ "type": "connection_init", "payload": payload });
-    ws.send(Message::text(init.to_string()))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let first = ws_next(&mut ws).await;
-    (ws, first)
 }
 
 async fn websocket_authenticates_and_scopes_events(b: Backend) {

@@ -56,6 +56,7 @@ impl From<ApiError> for async_graphql::Error {
             ServiceError::NotFound(_) => coded(NOT_FOUND, e.to_string()),
             ServiceError::Invalid(_) => coded(BAD_USER_INPUT, e.to_string()),
             ServiceError::Conflict(_) => coded(CONFLICT, e.to_string()),
+            ServiceError::TooLarge(_) => coded(PAYLOAD_TOO_LARGE, e.to_string()),
             ServiceError::Internal(detail) => {
                 tracing::error!(error = %detail, "internal error");
                 coded(INTERNAL, "internal error")

@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_graphql::dataloader::{DataLoader, Loader};
-use entity::prelude::{Team, User};
+use entity::prelude::{Corpus, Team, User};
+
+use super::documents::{GqlChunk, GqlDocumentVersion};
 
 use crate::auth::Principal;
 use crate::service::{Cairn, ServiceError};
@@ -65,8 +67,91 @@ impl Loader<i64> for CorpusCountsLoader {
     }
 }
 
+/// Corpora visible to the principal's team, by id.
+pub struct CorpusLoader {
+    pub cairn: Cairn,
+    pub principal: Principal,
+}
+
+impl Loader<i64> for CorpusLoader {
+    type Value = Corpus;
+    type Error = LoadError;
+
+    async fn load(&self, keys: &[i64]) -> Result<HashMap<i64, Corpus>, LoadError> {
+        let rows = self
+            .cairn
+            .corpora_by_ids(&self.principal, keys)
+            .await
+            .map_err(Arc::new)?;
+        Ok(rows.into_iter().map(|c| (c.id, c)).collect())
+    }
+}
+
+/// Versions (with their blobs) of readable documents, by document id.
+pub struct VersionsLoader {
+    pub cairn: Cairn,
+    pub principal: Principal,
+}
+
+impl Loader<i64> for VersionsLoader {
+    type Value = Vec<GqlDocumentVersion>;
+    type Error = LoadError;
+
+    async fn load(&self, keys: &[i64]) -> Result<HashMap<i64, Vec<GqlDocumentVersion>>, LoadError> {
+        let rows = self
+            .cairn
+            .versions_of(&self.principal, keys)
+            .await
+            .map_err(Arc::new)?;
+        let mut out: HashMap<i64, Vec<GqlDocumentVersion>> = HashMap::new();
+        for (v, blob) in rows {
+            out.entry(v.document_id).or_default().push(GqlDocumentVersion {
+                version: v.version,
+                extracted_chars: v.extracted_chars,
+                created_at: v.created_at,
+                content_hash: blob.as_ref().map(|b| b.content_hash.clone()),
+                size: blob.map(|b| b.size),
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// The current version's chunks of readable documents, by document id.
+pub struct ChunksLoader {
+    pub cairn: Cairn,
+    pub principal: Principal,
+}
+
+impl Loader<i64> for ChunksLoader {
+    type Value = Vec<GqlChunk>;
+    type Error = LoadError;
+
+    async fn load(&self, keys: &[i64]) -> Result<HashMap<i64, Vec<GqlChunk>>, LoadError> {
+        let rows = self
+            .cairn
+            .current_chunks(&self.principal, keys)
+            .await
+            .map_err(Arc::new)?;
+        let mut out: HashMap<i64, Vec<GqlChunk>> = HashMap::new();
+        for c in rows {
+            out.entry(c.document_id).or_default().push(GqlChunk {
+                index: c.chunk_index,
+                section: c.section,
+                page: c.page,
+                content: c.content,
+                version: c.version,
+            });
+        }
+        Ok(out)
+    }
+}
+
 /// The per-request data a resolver may rely on once the caller is authenticated.
 pub struct Loaders {
+    pub corpora: DataLoader<CorpusLoader>,
+    pub versions: DataLoader<VersionsLoader>,
+    pub chunks: DataLoader<ChunksLoader>,
     pub teams: DataLoader<TeamLoader>,
     pub users: DataLoader<UserLoader>,
     pub corpus_counts: DataLoader<CorpusCountsLoader>,
@@ -75,6 +160,27 @@ pub struct Loaders {
 impl Loaders {
     pub fn new(cairn: &Cairn, principal: &Principal) -> Loaders {
         Loaders {
+            corpora: DataLoader::new(
+                CorpusLoader {
+                    cairn: cairn.clone(),
+                    principal: principal.clone(),
+                },
+                tokio::spawn,
+            ),
+            versions: DataLoader::new(
+                VersionsLoader {
+                    cairn: cairn.clone(),
+                    principal: principal.clone(),
+                },
+                tokio::spawn,
+            ),
+            chunks: DataLoader::new(
+                ChunksLoader {
+                    cairn: cairn.clone(),
+                    principal: principal.clone(),
+                },
+                tokio::spawn,
+            ),
             teams: DataLoader::new(TeamLoader(cairn.clone()), tokio::spawn),
             users: DataLoader::new(
                 UserLoader {

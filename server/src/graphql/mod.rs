@@ -1,6 +1,7 @@
 //! The GraphQL API (DESIGN.md §9): schema, thin resolvers over [`crate::service`],
 //! dataloaders, and the error-code table. The only module that knows GraphQL.
 
+pub mod documents;
 pub mod error;
 pub mod loaders;
 pub mod types;
@@ -18,6 +19,16 @@ use error::ErrorCodes;
 use loaders::Loaders;
 use types::{api, GqlApiToken, GqlCorpus, GqlRole, GqlUser, Me, NewToken};
 
+/// The whole API: the foundation's objects merged with the document and job ones.
+#[derive(async_graphql::MergedObject, Default)]
+pub struct Query(CoreQuery, documents::DocumentQuery);
+
+#[derive(async_graphql::MergedObject, Default)]
+pub struct Mutation(CoreMutation, documents::DocumentMutation);
+
+#[derive(async_graphql::MergedSubscription, Default)]
+pub struct SubscriptionRoot(CoreSubscription, documents::JobSubscription);
+
 pub type CairnSchema = Schema<Query, Mutation, SubscriptionRoot>;
 
 /// Limits that keep abusive queries cheap to refuse.
@@ -28,7 +39,7 @@ pub struct Limits {
 }
 
 pub fn build_schema(cairn: Cairn, limits: Limits) -> CairnSchema {
-    Schema::build(Query, Mutation, SubscriptionRoot)
+    Schema::build(Query::default(), Mutation::default(), SubscriptionRoot::default())
         .data(cairn)
         .extension(ErrorCodes)
         .limit_depth(limits.max_depth)
@@ -38,7 +49,7 @@ pub fn build_schema(cairn: Cairn, limits: Limits) -> CairnSchema {
 
 /// The SDL as committed in `schema.graphql`.
 pub fn sdl() -> String {
-    Schema::build(Query, Mutation, SubscriptionRoot)
+    Schema::build(Query::default(), Mutation::default(), SubscriptionRoot::default())
         .finish()
         .sdl()
 }
@@ -61,22 +72,23 @@ pub(crate) fn loaders_of<'a>(ctx: &Context<'a>) -> async_graphql::Result<&'a Loa
         .ok_or_else(|| api(ServiceError::Auth(AuthError::MissingToken)))
 }
 
-fn cairn_of<'a>(ctx: &Context<'a>) -> async_graphql::Result<&'a Cairn> {
+pub(crate) fn cairn_of<'a>(ctx: &Context<'a>) -> async_graphql::Result<&'a Cairn> {
     ctx.data::<Cairn>()
 }
 
 /// Object ids are decimal integers; anything else names nothing.
-fn parse_id(id: &ID, what: &'static str) -> async_graphql::Result<i64> {
+pub(crate) fn parse_id(id: &ID, what: &'static str) -> async_graphql::Result<i64> {
     id.parse::<i64>()
         .map_err(|_| api(ServiceError::NotFound(what)))
 }
 
 const MAX_PAGE: usize = 100;
 
-pub struct Query;
+#[derive(Default)]
+pub struct CoreQuery;
 
 #[Object]
-impl Query {
+impl CoreQuery {
     /// The authenticated caller.
     async fn me(&self, ctx: &Context<'_>) -> async_graphql::Result<Me> {
         principal_of(ctx)?;
@@ -124,10 +136,11 @@ impl Query {
     }
 }
 
-pub struct Mutation;
+#[derive(Default)]
+pub struct CoreMutation;
 
 #[Object]
-impl Mutation {
+impl CoreMutation {
     /// Creates a corpus in the caller's team (needs `corpus.create`).
     async fn create_corpus(
         &self,
@@ -195,10 +208,11 @@ impl Mutation {
     }
 }
 
-pub struct SubscriptionRoot;
+#[derive(Default)]
+pub struct CoreSubscription;
 
 #[Subscription]
-impl SubscriptionRoot {
+impl CoreSubscription {
     /// Corpora created in the caller's team from now on.
     async fn corpus_created(
         &self,
@@ -210,6 +224,7 @@ impl SubscriptionRoot {
         Ok(BroadcastStream::new(rx).filter_map(move |ev| match ev {
             Ok(ev) if ev.team_id == team => match ev.kind {
                 EventKind::CorpusCreated(c) => Some(GqlCorpus::from(c)),
+                _ => None,
             },
             _ => None,
         }))

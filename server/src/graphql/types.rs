@@ -181,6 +181,23 @@ impl GqlCorpus {
         Ok(counts.unwrap_or_default().documents)
     }
 
+    /// The documents of this corpus the caller may read, oldest first.
+    async fn documents(
+        &self,
+        ctx: &Context<'_>,
+        first: Option<i32>,
+        after: Option<String>,
+    ) -> async_graphql::Result<
+        async_graphql::connection::Connection<
+            String,
+            super::documents::GqlDocument,
+            async_graphql::connection::EmptyFields,
+            async_graphql::connection::EmptyFields,
+        >,
+    > {
+        super::documents::corpus_documents(ctx, self.raw_id, first, after).await
+    }
+
     /// Chunks of the documents in this corpus that the caller may read.
     async fn chunk_count(&self, ctx: &Context<'_>) -> async_graphql::Result<i64> {
         let loaders = loaders_of(ctx)?;

@@ -7,7 +7,12 @@ pub mod metrics;
 use std::path::PathBuf;
 
 use async_graphql::http::{GraphiQLSource, ALL_WEBSOCKET_PROTOCOLS};
-use async_graphql_axum::{GraphQLProtocol, GraphQLRequest, GraphQLResponse, GraphQLWebSocket};
+use async_graphql::http::MultipartOptions;
+use async_graphql::ParseRequestError;
+use async_graphql_axum::{GraphQLProtocol, GraphQLResponse, GraphQLWebSocket};
+use axum::body::Body;
+use tokio_util::compat::TokioAsyncReadCompatExt;
+use tokio_util::io::StreamReader;
 use axum::extract::ws::{CloseFrame, Message, WebSocketUpgrade};
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -81,39 +86,73 @@ fn refusal(status: StatusCode, code: &'static str, message: &str) -> Response {
         .into_response()
 }
 
-async fn graphql_http(
-    State(s): State<HttpState>,
-    headers: HeaderMap,
-    req: GraphQLRequest,
-) -> Response {
-    let mut req = req.into_inner();
+/// Bytes allowed beyond the upload cap for the multipart envelope (operations, map, headers).
+const ENVELOPE_SLACK: u64 = 1024 * 1024;
+
+async fn graphql_http(State(s): State<HttpState>, headers: HeaderMap, body: Body) -> Response {
     let presented = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(auth::bearer);
-    if let Some(token) = presented {
-        match s.cairn.authenticate(token).await {
-            Ok(p) => {
-                req = req
-                    .data(p.clone())
-                    .data(graphql::loaders::Loaders::new(&s.cairn, &p))
-            }
+    let principal = match presented {
+        Some(token) => match s.cairn.authenticate(token).await {
+            Ok(p) => Some(p),
             Err(ServiceError::Auth(AuthError::InvalidToken)) => {
-                return refusal(
-                    StatusCode::UNAUTHORIZED,
-                    error::UNAUTHENTICATED,
-                    "invalid or revoked token",
-                );
+                return refusal(StatusCode::UNAUTHORIZED, error::UNAUTHENTICATED, "invalid or revoked token");
             }
             Err(e) => {
                 tracing::error!(error = %e, "authentication failed");
-                return refusal(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    error::INTERNAL,
-                    "internal error",
-                );
+                return refusal(StatusCode::INTERNAL_SERVER_ERROR, error::INTERNAL, "internal error");
             }
+        },
+        None => None,
+    };
+    let cap = s.cairn.settings.max_upload_bytes;
+    let too_large = || {
+        refusal(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            error::PAYLOAD_TOO_LARGE,
+            &format!("the request is larger than the limit of {cap} bytes"),
+        )
+    };
+    // Refuse on the declared length before reading anything.
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > cap + ENVELOPE_SLACK) {
+        return too_large();
+    }
+    // And count what actually arrives: the stream fails past the cap, whatever was declared.
+    let limit = cap + ENVELOPE_SLACK;
+    let stream = body.into_data_stream().scan(0u64, move |seen, chunk| {
+        let item = chunk.map_err(std::io::Error::other).and_then(|bytes| {
+            *seen += bytes.len() as u64;
+            if *seen > limit {
+                Err(std::io::Error::new(std::io::ErrorKind::FileTooLarge, "request body over the cap"))
+            } else {
+                Ok(bytes)
+            }
+        });
+        future::ready(Some(item))
+    });
+    let reader = StreamReader::new(stream).compat();
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+    let opts = MultipartOptions::default()
+        .max_file_size(usize::try_from(cap).unwrap_or(usize::MAX))
+        .max_num_files(4);
+    let mut req = match async_graphql::http::receive_body(content_type, reader, opts).await {
+        Ok(r) => r,
+        Err(ParseRequestError::PayloadTooLarge) => return too_large(),
+        Err(ParseRequestError::Io(e)) if e.kind() == std::io::ErrorKind::FileTooLarge => {
+            return too_large()
         }
+        Err(e) => {
+            return refusal(StatusCode::BAD_REQUEST, error::BAD_USER_INPUT, &format!("malformed request: {e}"))
+        }
+    };
+    if let Some(p) = principal {
+        req = req.data(graphql::loaders::Loaders::new(&s.cairn, &p)).data(p);
     }
     // Without a token, every field that needs a principal answers UNAUTHENTICATED.
     GraphQLResponse::from(s.schema.execute(req).await).into_response()

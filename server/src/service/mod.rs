@@ -8,6 +8,9 @@ use entity::prelude::{ApiToken, Corpus, Team, User};
 use crate::auth::{self, AuthError, Principal};
 use crate::domain::{self, Capability, InvalidInput, Role};
 use crate::events::{Bus, Event, EventKind};
+use crate::ingest::blobs::BlobStore;
+use crate::ingest::IngestSettings;
+use crate::jobs::Queue;
 use crate::store::{self, CorpusCounts, Store, StoreError};
 
 #[derive(Debug, thiserror::Error)]
@@ -21,6 +24,8 @@ pub enum ServiceError {
     Invalid(#[from] InvalidInput),
     #[error("{0}")]
     Conflict(String),
+    #[error("{0}")]
+    TooLarge(String),
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -36,6 +41,9 @@ impl From<StoreError> for ServiceError {
 
 pub type ServiceResult<T> = Result<T, ServiceError>;
 
+mod documents;
+pub use documents::{DocumentPage, UploadRequest, DOC_PAGE_CHARS};
+
 /// What the first start on an empty database created.
 pub struct Bootstrap {
     pub team: Team,
@@ -48,6 +56,9 @@ pub struct Bootstrap {
 pub struct Cairn {
     pub store: Store,
     pub bus: Bus,
+    pub blobs: BlobStore,
+    pub queue: Queue,
+    pub settings: IngestSettings,
 }
 
 pub const DEFAULT_TEAM: &str = "default";
@@ -55,11 +66,27 @@ pub const DEFAULT_OWNER: &str = "admin";
 pub const INITIAL_TOKEN_FILE: &str = "initial-token";
 
 impl Cairn {
-    pub fn new(store: Store) -> Cairn {
+    pub fn new(store: Store, bus: Bus, blobs: BlobStore, queue: Queue, settings: IngestSettings) -> Cairn {
         Cairn {
             store,
-            bus: Bus::new(),
+            bus,
+            blobs,
+            queue,
+            settings,
         }
+    }
+
+    /// A core without workers or cross-instance events (command-line tools, tests).
+    pub fn offline(store: Store, data_dir: &Path) -> Cairn {
+        Cairn::new(
+            store,
+            Bus::local(),
+            BlobStore::new(data_dir),
+            Queue::detached(),
+            IngestSettings {
+                max_upload_bytes: 64 * 1024 * 1024,
+            },
+        )
     }
 
     /// Turns a presented bearer token into a principal.
@@ -157,6 +184,11 @@ impl Cairn {
     ) -> ServiceResult<Vec<Corpus>> {
         p.require(Capability::CorpusRead)?;
         Ok(self.store.visible_corpora(p.team_id, after, limit).await?)
+    }
+
+    /// Corpora among `ids` that the caller's team may see.
+    pub async fn corpora_by_ids(&self, p: &Principal, ids: &[i64]) -> ServiceResult<Vec<Corpus>> {
+        Ok(self.store.visible_corpora_by_ids(p.team_id, ids).await?)
     }
 
     pub async fn corpus_counts(

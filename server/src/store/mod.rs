@@ -6,6 +6,8 @@
 //!   the query itself, never by loading rows and filtering after.
 //! - Backend differences (placeholders, vector and lexical columns) stay inside this module.
 
+pub mod documents;
+pub mod jobs;
 pub mod readable;
 mod sql;
 
@@ -73,6 +75,7 @@ pub struct NewDocument {
 #[derive(Clone, Debug)]
 pub struct Store {
     db: DatabaseConnection,
+    url: String,
 }
 
 impl Store {
@@ -107,7 +110,7 @@ impl Store {
             opts.max_connections(16);
         }
         let db = Database::connect(opts).await?;
-        Ok(Store { db })
+        Ok(Store { db, url })
     }
 
     pub fn backend(&self) -> DatabaseBackend {
@@ -122,6 +125,30 @@ impl Store {
     pub async fn migrate(&self) -> StoreResult<()> {
         Migrator::up(&self.db, None).await?;
         Ok(())
+    }
+
+    /// Whether events can cross instances through NOTIFY/LISTEN (PostgreSQL).
+    pub fn supports_notify(&self) -> bool {
+        self.backend() == DatabaseBackend::Postgres
+    }
+
+    /// `NOTIFY channel, payload` (PostgreSQL).
+    pub async fn notify(&self, channel: &str, payload: &str) -> StoreResult<()> {
+        let mut q = Sql::new(self.backend());
+        q.push("SELECT pg_notify(").bind(channel.to_owned()).push(", ").bind(payload.to_owned()).push(")");
+        self.db.query_one_raw(q.build()).await?;
+        Ok(())
+    }
+
+    /// A dedicated connection listening on `channel` (PostgreSQL).
+    pub async fn listen(&self, channel: &str) -> StoreResult<sea_orm::sqlx::postgres::PgListener> {
+        let mut l = sea_orm::sqlx::postgres::PgListener::connect(&self.url)
+            .await
+            .map_err(|e| StoreError::Db(DbErr::Custom(format!("LISTEN connect: {e}"))))?;
+        l.listen(channel)
+            .await
+            .map_err(|e| StoreError::Db(DbErr::Custom(format!("LISTEN: {e}"))))?;
+        Ok(l)
     }
 
     /// Cheap liveness query for `/readyz`.
@@ -168,6 +195,16 @@ impl Store {
             .filter(UserColumn::TeamId.eq(team_id))
             .filter(UserColumn::Id.is_in(ids.iter().copied()))
             .all(&self.db)
+            .await?)
+    }
+
+    /// The team's earliest owner.
+    pub async fn first_owner(&self, team_id: i64) -> StoreResult<Option<User>> {
+        Ok(Users::find()
+            .filter(UserColumn::TeamId.eq(team_id))
+            .filter(UserColumn::Role.eq(Role::Owner.as_str()))
+            .order_by_asc(UserColumn::Id)
+            .one(&self.db)
             .await?)
     }
 
@@ -272,6 +309,24 @@ impl Store {
             .await?)
     }
 
+    /// The team's own corpus with this name.
+    pub async fn team_corpus_by_name(&self, team_id: i64, name: &str) -> StoreResult<Option<Corpus>> {
+        Ok(Corpora::find()
+            .filter(CorpusColumn::TeamId.eq(team_id))
+            .filter(CorpusColumn::Name.eq(name))
+            .one(&self.db)
+            .await?)
+    }
+
+    /// Corpora among `ids` that the team may see.
+    pub async fn visible_corpora_by_ids(&self, team_id: i64, ids: &[i64]) -> StoreResult<Vec<Corpus>> {
+        Ok(Corpora::find()
+            .filter(visible_to_team(team_id))
+            .filter(CorpusColumn::Id.is_in(ids.iter().copied()))
+            .all(&self.db)
+            .await?)
+    }
+
     /// Corpora the team may see, by id, after `after` (keyset pagination).
     pub async fn visible_corpora(
         &self,
@@ -351,6 +406,43 @@ impl Store {
         rows.iter()
             .map(|r| r.try_get_by_index::<i64>(0).map_err(StoreError::from))
             .collect()
+    }
+
+    // ---- usage ----------------------------------------------------------------------------
+
+    #[allow(clippy::too_many_arguments)]
+    pub async fn insert_usage(
+        &self,
+        team_id: i64,
+        kind: &str,
+        model: &str,
+        input_tokens: i64,
+        output_tokens: i64,
+        cost_usd: f64,
+        job_id: Option<i64>,
+    ) -> StoreResult<()> {
+        UsageActive {
+            team_id: Set(team_id),
+            kind: Set(kind.to_owned()),
+            model: Set(model.to_owned()),
+            input_tokens: Set(input_tokens),
+            output_tokens: Set(output_tokens),
+            cost_usd: Set(cost_usd),
+            job_id: Set(job_id),
+            at: Set(Utc::now()),
+            ..Default::default()
+        }
+        .insert(&self.db)
+        .await?;
+        Ok(())
+    }
+
+    /// Usage rows of a job (tests and accounting).
+    pub async fn job_usage(&self, job_id: i64) -> StoreResult<Vec<Usage>> {
+        Ok(UsageRows::find()
+            .filter(UsageColumn::JobId.eq(job_id))
+            .all(&self.db)
+            .await?)
     }
 
     // ---- audit -----------------------------------------------------------------------------

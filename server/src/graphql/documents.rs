@@ -1,0 +1,519 @@
+//! GraphQL types and resolvers for documents and jobs. Thin: parse, call `service`, convert.
+
+use async_graphql::connection::{Connection, Edge, EmptyFields};
+use async_graphql::{ComplexObject, Context, Enum, Json, Object, SimpleObject, Upload, ID};
+use chrono::{DateTime, Utc};
+use futures_util::Stream;
+use tokio_stream::wrappers::BroadcastStream;
+use tokio_stream::StreamExt;
+
+use super::types::{api, GqlCorpus};
+use super::{cairn_of, loaders_of, parse_id, principal_of};
+use crate::domain::Visibility;
+use crate::events::{EventKind, JobEvent};
+use crate::jobs::snapshot;
+use crate::service::{ServiceError, UploadRequest};
+
+#[derive(Enum, Clone, Copy, PartialEq, Eq, Debug)]
+#[graphql(name = "Visibility")]
+pub enum GqlVisibility {
+    /// Everyone in the team.
+    Team,
+    /// The owner only.
+    Private,
+}
+
+impl From<GqlVisibility> for Visibility {
+    fn from(v: GqlVisibility) -> Self {
+        match v {
+            GqlVisibility::Team => Visibility::Team,
+            GqlVisibility::Private => Visibility::Private,
+        }
+    }
+}
+
+fn visibility_of(s: &str) -> GqlVisibility {
+    if s == "private" {
+        GqlVisibility::Private
+    } else {
+        GqlVisibility::Team
+    }
+}
+
+/// A document the caller may read.
+#[derive(SimpleObject)]
+#[graphql(name = "Document", complex)]
+pub struct GqlDocument {
+    pub id: ID,
+    pub title: String,
+    pub filename: Option<String>,
+    pub mime_type: String,
+    pub source_url: Option<String>,
+    pub visibility: GqlVisibility,
+    pub current_version: i32,
+    pub chunk_count: i32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    #[graphql(skip)]
+    pub raw_id: i64,
+    #[graphql(skip)]
+    pub corpus_id: i64,
+    #[graphql(skip)]
+    pub owner_id: i64,
+}
+
+impl From<entity::prelude::Document> for GqlDocument {
+    fn from(d: entity::prelude::Document) -> Self {
+        GqlDocument {
+            id: ID(d.id.to_string()),
+            raw_id: d.id,
+            visibility: visibility_of(&d.visibility),
+            title: d.title,
+            filename: d.filename,
+            mime_type: d.mime_type,
+            source_url: d.source_url,
+            current_version: d.current_version,
+            chunk_count: d.chunk_count,
+            created_at: d.created_at,
+            updated_at: d.updated_at,
+            corpus_id: d.corpus_id,
+            owner_id: d.owner_id,
+        }
+    }
+}
+
+/// One stored version of a document.
+#[derive(SimpleObject, Clone)]
+#[graphql(name = "DocumentVersion")]
+pub struct GqlDocumentVersion {
+    pub version: i32,
+    pub extracted_chars: i64,
+    pub created_at: DateTime<Utc>,
+    pub content_hash: Option<String>,
+    pub size: Option<i64>,
+}
+
+#[ComplexObject]
+impl GqlDocument {
+    async fn corpus(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<GqlCorpus>> {
+        let l = loaders_of(ctx)?;
+        Ok(l.corpora
+            .load_one(self.corpus_id)
+            .await
+            .map_err(|e| api(ServiceError::Internal(e.to_string())))?
+            .map(GqlCorpus::from))
+    }
+
+    /// Who uploaded it.
+    async fn owner_name(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<String>> {
+        let l = loaders_of(ctx)?;
+        Ok(l.users
+            .load_one(self.owner_id)
+            .await
+            .map_err(|e| api(ServiceError::Internal(e.to_string())))?
+            .map(|u| u.name))
+    }
+
+    /// The current version's chunks, in order (`first` of them, at most 1000).
+    #[graphql(complexity = "first.unwrap_or(100).clamp(0, 1000) as usize * child_complexity")]
+    async fn chunks(&self, ctx: &Context<'_>, first: Option<i32>) -> async_graphql::Result<Vec<GqlChunk>> {
+        let l = loaders_of(ctx)?;
+        let mut all = l
+            .chunks
+            .load_one(self.raw_id)
+            .await
+            .map_err(|e| api(ServiceError::Internal(e.to_string())))?
+            .unwrap_or_default();
+        all.truncate(first.unwrap_or(100).clamp(0, 1000) as usize);
+        Ok(all)
+    }
+
+    /// Every version, oldest first.
+    async fn versions(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<GqlDocumentVersion>> {
+        let l = loaders_of(ctx)?;
+        Ok(l.versions
+            .load_one(self.raw_id)
+            .await
+            .map_err(|e| api(ServiceError::Internal(e.to_string())))?
+            .unwrap_or_default())
+    }
+}
+
+/// A chunk of a document's current version: the unit search returns.
+#[derive(SimpleObject, Clone)]
+#[graphql(name = "Chunk")]
+pub struct GqlChunk {
+    pub index: i32,
+    pub version: i32,
+    pub section: Option<String>,
+    pub page: Option<i32>,
+    /// The full chunk text.
+    pub content: String,
+}
+
+/// A page of a document's text.
+#[derive(SimpleObject)]
+pub struct DocumentPage {
+    pub document: GqlDocument,
+    pub version: i32,
+    pub page: i32,
+    pub page_count: i32,
+    pub text: String,
+}
+
+#[derive(SimpleObject)]
+pub struct JobProgress {
+    pub done: Option<i64>,
+    pub total: Option<i64>,
+}
+
+/// A durable background job (ingestion, extraction).
+pub struct GqlJob {
+    pub job: entity::prelude::Job,
+    /// The result, when this read is the one that delivers it.
+    pub result: Option<serde_json::Value>,
+}
+
+#[Object(name = "Job")]
+impl GqlJob {
+    async fn id(&self) -> ID {
+        ID(self.job.id.to_string())
+    }
+    async fn kind(&self) -> &str {
+        &self.job.kind
+    }
+    /// QUEUED, RUNNING, SUCCEEDED, FAILED or CANCELLED (lowercase in the database).
+    async fn state(&self) -> String {
+        self.job.state.to_uppercase()
+    }
+    /// extracting → chunking → embedding → storing → searchable (or failed / cancelled).
+    async fn stage(&self) -> Option<&str> {
+        self.job.stage.as_deref()
+    }
+    async fn progress(&self) -> JobProgress {
+        let num = |k: &str| self.job.progress.get(k).and_then(serde_json::Value::as_i64);
+        JobProgress {
+            done: num("done"),
+            total: num("total"),
+        }
+    }
+    async fn error(&self) -> Option<&str> {
+        self.job.error.as_deref()
+    }
+    async fn attempts(&self) -> i32 {
+        self.job.attempts
+    }
+    async fn corpus_id(&self) -> Option<ID> {
+        self.job.corpus_id.map(|c| ID(c.to_string()))
+    }
+    async fn filename(&self) -> Option<String> {
+        self.job
+            .payload
+            .get("filename")
+            .and_then(|v| v.as_str())
+            .map(str::to_owned)
+    }
+    /// The outcome (documentId, chunkCount, duplicate, reExtracted, extractable, message):
+    /// delivered once, by the first `job` query after success; null afterwards.
+    async fn result(&self) -> Option<Json<serde_json::Value>> {
+        self.result.clone().map(Json)
+    }
+    async fn created_at(&self) -> DateTime<Utc> {
+        self.job.created_at
+    }
+    async fn updated_at(&self) -> DateTime<Utc> {
+        self.job.updated_at
+    }
+}
+
+/// A job's progress as subscriptions deliver it.
+#[derive(SimpleObject, Clone)]
+#[graphql(name = "JobEvent")]
+pub struct GqlJobEvent {
+    pub job_id: ID,
+    pub kind: String,
+    pub corpus_id: Option<ID>,
+    pub state: String,
+    pub stage: String,
+    pub done: Option<i64>,
+    pub total: Option<i64>,
+    pub error: Option<String>,
+    /// On the final `searchable` event: the job's result.
+    pub result: Option<Json<serde_json::Value>>,
+}
+
+impl From<JobEvent> for GqlJobEvent {
+    fn from(e: JobEvent) -> Self {
+        GqlJobEvent {
+            job_id: ID(e.job_id.to_string()),
+            kind: e.kind,
+            corpus_id: e.corpus_id.map(|c| ID(c.to_string())),
+            state: e.state.to_uppercase(),
+            stage: e.stage,
+            done: e.done,
+            total: e.total,
+            error: e.error,
+            result: e.result.map(Json),
+        }
+    }
+}
+
+fn ids(list: &[ID], what: &'static str) -> async_graphql::Result<Vec<i64>> {
+    list.iter().map(|i| parse_id(i, what)).collect()
+}
+
+#[derive(Default)]
+pub struct DocumentQuery;
+
+#[Object]
+impl DocumentQuery {
+    /// A document the caller may read (NOT_FOUND otherwise).
+    async fn document(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Option<GqlDocument>> {
+        let p = principal_of(ctx)?;
+        let id = parse_id(&id, "document")?;
+        Ok(Some(cairn_of(ctx)?.document(p, id).await.map_err(api)?.into()))
+    }
+
+    /// The document's current text in pages of 25,000 characters; a page that starts inside
+    /// a section opens with `## section (continued)`.
+    async fn document_text(
+        &self,
+        ctx: &Context<'_>,
+        id: ID,
+        #[graphql(default = 1)] page: i32,
+    ) -> async_graphql::Result<DocumentPage> {
+        let p = principal_of(ctx)?;
+        let id = parse_id(&id, "document")?;
+        let page = usize::try_from(page).unwrap_or(0);
+        let dp = cairn_of(ctx)?.document_text(p, id, page).await.map_err(api)?;
+        Ok(DocumentPage {
+            document: dp.document.into(),
+            version: dp.version,
+            page: i32::try_from(dp.page).unwrap_or(i32::MAX),
+            page_count: i32::try_from(dp.page_count).unwrap_or(i32::MAX),
+            text: dp.text,
+        })
+    }
+
+    /// A job's state; its result is delivered the first time it is read after success.
+    async fn job(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Option<GqlJob>> {
+        let p = principal_of(ctx)?;
+        let id = parse_id(&id, "job")?;
+        let (job, result) = cairn_of(ctx)?.job_once(p, id).await.map_err(api)?;
+        Ok(Some(GqlJob { job, result }))
+    }
+}
+
+#[derive(Default)]
+pub struct DocumentMutation;
+
+#[Object]
+impl DocumentMutation {
+    /// Uploads a file (GraphQL multipart request). Sanitizes the name, streams it under the
+    /// size cap, checks the corpus, stores it content-addressed, and returns the ingest job.
+    /// With `documentId`, the file becomes that document's next version.
+    async fn upload_document(
+        &self,
+        ctx: &Context<'_>,
+        corpus_id: ID,
+        file: Upload,
+        visibility: Option<GqlVisibility>,
+        document_id: Option<ID>,
+    ) -> async_graphql::Result<GqlJob> {
+        let p = principal_of(ctx)?;
+        let corpus_id = parse_id(&corpus_id, "corpus")?;
+        let document_id = document_id.as_ref().map(|d| parse_id(d, "document")).transpose()?;
+        let value = file.value(ctx)?;
+        let job = cairn_of(ctx)?
+            .upload(
+                p,
+                UploadRequest {
+                    corpus_id,
+                    filename: value.filename.clone(),
+                    visibility: visibility.map(Into::into),
+                    document_id,
+                    title: None,
+                    source_url: None,
+                },
+                value.content,
+            )
+            .await
+            .map_err(api)?;
+        Ok(GqlJob { job, result: None })
+    }
+
+    /// Ingests text given inline (the web-page path), with its source URL.
+    async fn ingest_text(
+        &self,
+        ctx: &Context<'_>,
+        corpus_id: ID,
+        title: String,
+        text: String,
+        source_url: Option<String>,
+        visibility: Option<GqlVisibility>,
+    ) -> async_graphql::Result<GqlJob> {
+        let p = principal_of(ctx)?;
+        let corpus_id = parse_id(&corpus_id, "corpus")?;
+        let job = cairn_of(ctx)?
+            .ingest_text(p, corpus_id, &title, text, source_url, visibility.map(Into::into))
+            .await
+            .map_err(api)?;
+        Ok(GqlJob { job, result: None })
+    }
+
+    async fn cancel_job(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<GqlJob> {
+        let p = principal_of(ctx)?;
+        let id = parse_id(&id, "job")?;
+        let job = cairn_of(ctx)?.cancel_job(p, id).await.map_err(api)?;
+        Ok(GqlJob { job, result: None })
+    }
+
+    /// Deletes a document (its owner or an admin): chunks, versions, and the blob once
+    /// nothing references it.
+    async fn delete_document(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<bool> {
+        let p = principal_of(ctx)?;
+        let id = parse_id(&id, "document")?;
+        cairn_of(ctx)?.delete_document(p, id).await.map_err(api)
+    }
+
+    /// Moves documents (by id, or every readable one of `fromCorpusId`) into a corpus.
+    async fn move_documents(
+        &self,
+        ctx: &Context<'_>,
+        to_corpus_id: ID,
+        document_ids: Option<Vec<ID>>,
+        from_corpus_id: Option<ID>,
+    ) -> async_graphql::Result<i64> {
+        let p = principal_of(ctx)?;
+        let to = parse_id(&to_corpus_id, "corpus")?;
+        let doc_ids = document_ids.as_deref().map(|d| ids(d, "document")).transpose()?;
+        let from = from_corpus_id.as_ref().map(|f| parse_id(f, "corpus")).transpose()?;
+        if doc_ids.is_none() && from.is_none() {
+            return Err(api(
+                crate::domain::InvalidInput("give documentIds or fromCorpusId".into()).into(),
+            ));
+        }
+        let n = cairn_of(ctx)?
+            .move_documents(p, to, doc_ids.as_deref(), from)
+            .await
+            .map_err(api)?;
+        Ok(i64::try_from(n).unwrap_or(i64::MAX))
+    }
+
+    async fn set_visibility(
+        &self,
+        ctx: &Context<'_>,
+        document_id: ID,
+        visibility: GqlVisibility,
+    ) -> async_graphql::Result<GqlDocument> {
+        let p = principal_of(ctx)?;
+        let id = parse_id(&document_id, "document")?;
+        Ok(cairn_of(ctx)?
+            .set_visibility(p, id, visibility.into())
+            .await
+            .map_err(api)?
+            .into())
+    }
+}
+
+#[derive(Default)]
+pub struct JobSubscription;
+
+#[async_graphql::Subscription]
+impl JobSubscription {
+    /// One job's progress: its current state first, then every stage in order until it
+    /// ends (searchable, failed or cancelled).
+    async fn job_progress(
+        &self,
+        ctx: &Context<'_>,
+        id: ID,
+    ) -> async_graphql::Result<impl Stream<Item = GqlJobEvent>> {
+        let p = principal_of(ctx)?.clone();
+        let id = parse_id(&id, "job")?;
+        let cairn = cairn_of(ctx)?;
+        // Subscribe before reading the state, so nothing falls between the two.
+        let rx = cairn.bus.subscribe();
+        let job = cairn.visible_job(&p, id).await.map_err(api)?;
+        let first = snapshot(&job);
+        let team = p.team_id;
+        let live = BroadcastStream::new(rx).filter_map(move |ev| match ev {
+            Ok(ev) if ev.team_id == team => match ev.kind {
+                EventKind::Job(j) if j.job_id == id => Some(j),
+                _ => None,
+            },
+            _ => None,
+        });
+        let after = first.seq;
+        let live = live.filter(move |e| e.seq > after || e.is_terminal());
+        let events = tokio_stream::once(first).chain(live);
+        Ok(until_terminal(Box::pin(events)).map(GqlJobEvent::from))
+    }
+
+    /// Progress of every job the caller may see (their own; the team's for admins),
+    /// optionally of one corpus.
+    async fn jobs(
+        &self,
+        ctx: &Context<'_>,
+        corpus_id: Option<ID>,
+    ) -> async_graphql::Result<impl Stream<Item = GqlJobEvent>> {
+        let p = principal_of(ctx)?.clone();
+        let corpus = corpus_id.as_ref().map(|c| parse_id(c, "corpus")).transpose()?;
+        let rx = cairn_of(ctx)?.bus.subscribe();
+        let admin = p.can(crate::domain::Capability::Admin);
+        Ok(BroadcastStream::new(rx).filter_map(move |ev| match ev {
+            Ok(ev) if ev.team_id == p.team_id => match ev.kind {
+                EventKind::Job(j)
+                    if (admin || j.created_by == Some(p.user_id))
+                        && (corpus.is_none() || j.corpus_id == corpus) =>
+                {
+                    Some(GqlJobEvent::from(j))
+                }
+                _ => None,
+            },
+            _ => None,
+        }))
+    }
+}
+
+/// Ends the stream right after the first terminal event (without waiting for another).
+fn until_terminal(
+    events: impl Stream<Item = JobEvent> + Send + Unpin + 'static,
+) -> impl Stream<Item = JobEvent> + Send {
+    futures_util::stream::unfold((events, false), |(mut events, ended)| async move {
+        if ended {
+            return None;
+        }
+        let e = events.next().await?;
+        let terminal = e.is_terminal();
+        Some((e, (events, terminal)))
+    })
+}
+
+/// `Corpus.documents`: the readable documents of a corpus, oldest first.
+pub async fn corpus_documents(
+    ctx: &Context<'_>,
+    corpus_id: i64,
+    first: Option<i32>,
+    after: Option<String>,
+) -> async_graphql::Result<Connection<String, GqlDocument, EmptyFields, EmptyFields>> {
+    let p = principal_of(ctx)?;
+    let limit = first.unwrap_or(50).clamp(0, 200) as usize;
+    let after = after
+        .map(|c| {
+            c.parse::<i64>()
+                .map_err(|_| api(crate::domain::InvalidInput("invalid cursor".into()).into()))
+        })
+        .transpose()?;
+    let mut rows = cairn_of(ctx)?
+        .corpus_documents(p, corpus_id, after, limit as u64 + 1)
+        .await
+        .map_err(api)?;
+    let has_next = rows.len() > limit;
+    rows.truncate(limit);
+    let mut conn = Connection::new(after.is_some(), has_next);
+    conn.edges.extend(
+        rows.into_iter()
+            .map(|d| Edge::new(d.id.to_string(), GqlDocument::from(d))),
+    );
+    Ok(conn)
+}

@@ -1,0 +1,171 @@
+//! Content-addressed blob files: `blobs/<hash[:2]>/<hash><ext>`, written atomically (temp file
+//! in the same directory, fsync, rename), so a crash never leaves a partial blob under its
+//! final name.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+#[derive(Clone, Debug)]
+pub struct BlobStore {
+    root: PathBuf,
+}
+
+/// A blob written (or found already present).
+#[derive(Clone, Debug)]
+pub struct StoredBlob {
+    pub content_hash: String,
+    pub size: u64,
+    /// Path relative to the data directory (what `content_blobs.storage_uri` holds).
+    pub storage_uri: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BlobError {
+    #[error("the upload is larger than the limit of {limit} bytes")]
+    TooLarge { limit: u64 },
+    #[error("blob storage: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl BlobStore {
+    pub fn new(data_dir: &Path) -> BlobStore {
+        BlobStore {
+            root: data_dir.join("blobs"),
+        }
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.root.parent().map(Path::to_path_buf).unwrap_or_default()
+    }
+
+    pub fn path_of(&self, storage_uri: &str) -> PathBuf {
+        self.data_dir().join(storage_uri)
+    }
+
+    /// Streams `reader` into the store, hashing as it goes, refusing past `limit` bytes
+    /// (nothing is left behind then). Blocking: call from a blocking thread.
+    pub fn write(&self, mut reader: impl Read, ext: &str, limit: u64) -> Result<StoredBlob, BlobError> {
+        std::fs::create_dir_all(&self.root)?;
+        let tmp = self.root.join(format!(
+            ".partial.{}.{:016x}",
+            std::process::id(),
+            rand::random::<u64>()
+        ));
+        let result = (|| {
+            let mut file = std::fs::File::create(&tmp)?;
+            let mut hasher = Sha256::new();
+            let mut size: u64 = 0;
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                let n = reader.read(&mut buf)?;
+                if n == 0 {
+                    break;
+                }
+                size += n as u64;
+                if size > limit {
+                    return Err(BlobError::TooLarge { limit });
+                }
+                hasher.update(&buf[..n]);
+                file.write_all(&buf[..n])?;
+            }
+            file.sync_all()?;
+            let hash = hex::encode(hasher.finalize());
+            let rel = format!("blobs/{}/{}{}", &hash[..2], hash, ext);
+            let dest = self.data_dir().join(&rel);
+            if let Some(dir) = dest.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            if dest.exists() {
+                std::fs::remove_file(&tmp)?;
+            } else {
+                std::fs::rename(&tmp, &dest)?;
+            }
+            Ok(StoredBlob {
+                content_hash: hash,
+                size,
+                storage_uri: rel,
+            })
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        result
+    }
+
+    /// Removes a blob file (after its row is gone). Missing files are fine.
+    pub fn remove(&self, storage_uri: &str) {
+        let path = self.path_of(storage_uri);
+        if let Err(e) = std::fs::remove_file(&path) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(path = %path.display(), error = %e, "removing a blob failed");
+            }
+        }
+    }
+}
+
+/// `basename`, then every character outside `[A-Za-z0-9_.-]` becomes `_` (the seed's
+/// `re.sub(r"[^\w.\-]", "_", …)`); names made only of dots, or empty, become `upload`.
+pub fn sanitize_filename(raw: &str) -> String {
+    let base = raw.rsplit(['/', '\\']).next().unwrap_or_default();
+    let cleaned: String = base
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') { c } else { '_' })
+        .take(200)
+        .collect();
+    if cleaned.chars().all(|c| c == '.') {
+        "upload".to_owned()
+    } else {
+        cleaned
+    }
+}
+
+/// The extension kept on the blob (lowercase, from the sanitized name, at most 10 chars).
+pub fn extension_of(filename: &str) -> String {
+    match filename.rsplit_once('.') {
+        Some((stem, ext)) if !stem.is_empty() && !ext.is_empty() && ext.len() <= 10 => {
+            format!(".{}", ext.to_ascii_lowercase())
+        }
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filenames_are_defanged() {
+        assert_eq!(sanitize_filename("../../etc/passwd"), "passwd");
+        assert_eq!(sanitize_filename("..\\..\\boot.ini"), "boot.ini");
+        assert_eq!(sanitize_filename("a b;rm -rf $(x).pdf"), "a_b_rm_-rf___x_.pdf");
+        assert_eq!(sanitize_filename(".."), "upload");
+        assert_eq!(sanitize_filename(""), "upload");
+        assert_eq!(sanitize_filename("dir/"), "upload");
+        assert_eq!(sanitize_filename("Résumé.docx"), "R_sum_.docx");
+        assert_eq!(extension_of("report.PDF"), ".pdf");
+        assert_eq!(extension_of(".bashrc"), "");
+        assert_eq!(extension_of("noext"), "");
+    }
+
+    #[test]
+    fn blobs_are_content_addressed_and_capped() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let store = BlobStore::new(dir.path());
+        let a = store.write(&b"hello"[..], ".txt", 100).unwrap_or_else(|e| panic!("{e}"));
+        let b = store.write(&b"hello"[..], ".txt", 100).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(a.storage_uri, b.storage_uri);
+        assert!(a.storage_uri.starts_with(&format!("blobs/{}/", &a.content_hash[..2])));
+        assert_eq!(std::fs::read(store.path_of(&a.storage_uri)).unwrap_or_default(), b"hello");
+        let big = vec![7u8; 1000];
+        assert!(matches!(store.write(&big[..], ".bin", 999), Err(BlobError::TooLarge { .. })));
+        // Nothing but the one blob (and its shard directory) is left.
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path().join("blobs"))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(leftovers, vec![a.content_hash[..2].to_owned()]);
+    }
+}

@@ -1,0 +1,289 @@
+//! Ingestion: the synchronous upload safety steps and the durable ingest job.
+//!
+//! Upload (in the request, before anything is queued; seed 004 "Upload is job-based"):
+//! sanitize the filename → the body was streamed under the cap by the HTTP layer, and is
+//! streamed again into the blob store under the same cap → the corpus must be the caller's
+//! team's or a system corpus (else NOT_FOUND) → the bytes land content-addressed and
+//! atomically → the job is queued and returned.
+//!
+//! The job (`ingest` kind): dedup on the content hash → extract (bounded in time; the
+//! format parsers bound decompression and output) → chunk → embed (progress `embedding k/n`,
+//! a usage row per batch) → store document, version and chunks in one transaction →
+//! searchable. A job that fails for good removes the blob it brought if nothing else uses it.
+
+pub mod blobs;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cairn_embed::{BatchDone, Embedder};
+use cairn_extract::chunk::{chunk, ChunkConfig};
+use cairn_extract::{detect, extract, Limits};
+use entity::prelude::Job;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value as Json};
+
+use crate::auth::Principal;
+use crate::domain::{Capability, Visibility};
+use crate::jobs::{JobContext, JobError, Runner};
+use crate::store::documents::{BlobRef, ChunkRow, StoreIngest, Target};
+use crate::store::jobs::NewJob;
+use crate::store::Store;
+use blobs::BlobStore;
+
+pub const KIND: &str = "ingest";
+
+/// What the upload hands to the job.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct IngestPayload {
+    pub content_hash: String,
+    pub storage_uri: String,
+    pub size: u64,
+    pub filename: String,
+    pub title: String,
+    pub corpus_id: i64,
+    pub owner_id: i64,
+    pub visibility: String,
+    pub document_id: Option<i64>,
+    pub source_url: Option<String>,
+}
+
+impl IngestPayload {
+    pub fn new_job(&self, team_id: i64, created_by: i64) -> Result<NewJob, serde_json::Error> {
+        Ok(NewJob {
+            team_id,
+            corpus_id: Some(self.corpus_id),
+            kind: KIND.to_owned(),
+            payload: serde_json::to_value(self)?,
+            created_by: Some(created_by),
+            max_attempts: 3,
+        })
+    }
+}
+
+/// Runs `ingest` jobs.
+pub struct IngestRunner {
+    pub store: Store,
+    pub blobs: BlobStore,
+    pub embedder: Option<Embedder>,
+    pub chunking: ChunkConfig,
+    pub limits: Limits,
+    pub extract_timeout: Duration,
+}
+
+impl IngestRunner {
+    fn payload(job: &Job) -> Result<IngestPayload, JobError> {
+        serde_json::from_value(job.payload.clone())
+            .map_err(|e| JobError::Permanent(format!("invalid ingest payload: {e}")))
+    }
+
+    async fn owner(&self, job: &Job, p: &IngestPayload) -> Result<Principal, JobError> {
+        let user = self
+            .store
+            .user(p.owner_id)
+            .await?
+            .ok_or_else(|| JobError::Permanent("the uploading user no longer exists".into()))?;
+        Ok(Principal {
+            user_id: user.id,
+            team_id: job.team_id,
+            role: crate::store::role_of(&user).map_err(|e| JobError::Permanent(e.to_string()))?,
+            name: user.name,
+            token_id: 0,
+        })
+    }
+
+    /// Extraction off the async runtime, bounded in time.
+    async fn extract_text(&self, p: &IngestPayload) -> Result<String, JobError> {
+        let path = self.blobs.path_of(&p.storage_uri);
+        let filename = p.filename.clone();
+        let limits = self.limits.clone();
+        let work = tokio::task::spawn_blocking(move || {
+            let bytes = std::fs::read(&path)
+                .map_err(|e| JobError::Transient(format!("cannot read the stored file: {e}")))?;
+            let format = detect(&filename, &bytes);
+            extract(&bytes, format, &limits)
+                .map(|x| x.text)
+                .map_err(|e| JobError::Permanent(format!("text extraction failed: {e}")))
+        });
+        match tokio::time::timeout(self.extract_timeout, work).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => Err(JobError::Permanent(format!("text extraction crashed: {e}"))),
+            Err(_) => Err(JobError::Permanent(format!(
+                "text extraction took longer than {} s",
+                self.extract_timeout.as_secs()
+            ))),
+        }
+    }
+}
+
+fn result_message(filename: &str, re_extracted: bool, chunks: usize) -> String {
+    match (re_extracted, chunks > 0) {
+        (false, true) => format!("Ingested {filename}: {chunks} chunks, now searchable."),
+        (false, false) => format!(
+            "Stored {filename}, but no text could be extracted (a scanned PDF or an image?). The document exists with 0 chunks."
+        ),
+        (true, true) => format!(
+            "Re-extracted {filename} (an earlier ingest found no text): {chunks} chunks, now searchable."
+        ),
+        (true, false) => format!(
+            "Re-extracted {filename}, but still no text could be extracted; the document keeps 0 chunks."
+        ),
+    }
+}
+
+#[async_trait::async_trait]
+impl Runner for IngestRunner {
+    async fn run(&self, job: &Job, ctx: &JobContext) -> Result<Json, JobError> {
+        let p = Self::payload(job)?;
+        let owner = self.owner(job, &p).await?;
+
+        // Dedup on content: a readable document with this content and chunks is the answer.
+        let mut target = match p.document_id {
+            Some(document_id) => Target::NewVersion { document_id },
+            None => Target::New {
+                team_id: job.team_id,
+                corpus_id: p.corpus_id,
+                owner_id: p.owner_id,
+                visibility: p.visibility.parse().unwrap_or(Visibility::Team),
+                title: p.title.clone(),
+                source_url: p.source_url.clone(),
+            },
+        };
+        if p.document_id.is_none() {
+            if let Some(dup) = self.store.readable_duplicate(&owner, &p.content_hash).await? {
+                if dup.document.chunk_count > 0 {
+                    let d = dup.document;
+                    return Ok(json!({
+                        "documentId": d.id,
+                        "version": d.current_version,
+                        "chunkCount": d.chunk_count,
+                        "duplicate": true,
+                        "reExtracted": false,
+                        "extractable": true,
+                        "message": format!(
+                            "{} is already in Cairn as document {} ({} chunks): search it or read it there.",
+                            p.filename, d.id, d.chunk_count
+                        ),
+                    }));
+                }
+                target = Target::ReExtract {
+                    document_id: dup.document.id,
+                };
+            }
+        }
+        let re_extracted = matches!(target, Target::ReExtract { .. });
+
+        ctx.progress("extracting", None, None).await?;
+        let text = self.extract_text(&p).await?;
+
+        ctx.progress("chunking", None, None).await?;
+        let chunks = chunk(&text, &self.chunking);
+        let total = chunks.len() as i64;
+
+        ctx.progress("embedding", Some(0), Some(total)).await?;
+        let embeddings = if chunks.is_empty() {
+            Vec::new()
+        } else {
+            let embedder = self.embedder.as_ref().ok_or_else(|| {
+                JobError::Permanent(
+                    "no embedding model is loaded: set CAIRN_EMBED_MODEL or run scripts/fetch-model.sh".into(),
+                )
+            })?;
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<BatchDone>();
+            let texts: Vec<String> = chunks.iter().map(|c| c.content.clone()).collect();
+            let model = embedder.model_name().to_owned();
+            let fut = embedder.embed(texts, Some(tx));
+            tokio::pin!(fut);
+            let vectors = loop {
+                tokio::select! {
+                    biased;
+                    Some(b) = rx.recv() => {
+                        self.store
+                            .insert_usage(job.team_id, "embed", &model, b.tokens as i64, 0, 0.0, Some(job.id))
+                            .await?;
+                        ctx.progress("embedding", Some(b.done as i64), Some(total)).await?;
+                    }
+                    r = &mut fut => break r.map_err(|e| JobError::Transient(format!("embedding failed: {e}")))?,
+                }
+            };
+            // Batches that finished together with the last one.
+            while let Ok(b) = rx.try_recv() {
+                self.store
+                    .insert_usage(job.team_id, "embed", &model, b.tokens as i64, 0, 0.0, Some(job.id))
+                    .await?;
+            }
+            ctx.progress("embedding", Some(total), Some(total)).await?;
+            vectors
+        };
+
+        ctx.progress("storing", None, None).await?;
+        let rows: Vec<ChunkRow> = chunks
+            .into_iter()
+            .zip(embeddings)
+            .map(|(c, embedding)| ChunkRow {
+                index: c.index as i32,
+                content: c.content,
+                section: c.section,
+                page: c.page.map(|p| p as i32),
+                embedding,
+            })
+            .collect();
+        let n = rows.len();
+        let mime = detect(&p.filename, &[]).mime_type().to_owned();
+        let (doc, version) = self
+            .store
+            .store_ingest(StoreIngest {
+                target,
+                blob: BlobRef {
+                    content_hash: p.content_hash.clone(),
+                    mime_type: mime,
+                    size: p.size as i64,
+                    storage_uri: p.storage_uri.clone(),
+                },
+                filename: Some(p.filename.clone()),
+                extracted_chars: text.chars().count() as i64,
+                chunks: rows,
+            })
+            .await?;
+        Ok(json!({
+            "documentId": doc.id,
+            "version": version,
+            "chunkCount": n,
+            "duplicate": false,
+            "reExtracted": re_extracted,
+            "extractable": n > 0,
+            "message": result_message(&p.filename, re_extracted, n),
+        }))
+    }
+
+    async fn on_failed(&self, job: &Job) {
+        let Ok(p) = Self::payload(job) else { return };
+        // The blob stays while a row or another pending job uses it.
+        match self.store.blob_row_exists(&p.content_hash).await {
+            Ok(false) => {}
+            Ok(true) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "blob cleanup skipped");
+                return;
+            }
+        }
+        match self.store.blob_pending_elsewhere(&p.content_hash, job.id).await {
+            Ok(false) => self.blobs.remove(&p.storage_uri),
+            Ok(true) => {}
+            Err(e) => tracing::warn!(error = %e, "blob cleanup skipped"),
+        }
+    }
+}
+
+/// Everything the ingest side of the service needs.
+#[derive(Clone, Debug)]
+pub struct IngestSettings {
+    pub max_upload_bytes: u64,
+}
+
+/// Whether `p` may attach a new version to `doc` (its owner, or an admin of its team).
+pub fn may_replace(p: &Principal, doc: &entity::prelude::Document) -> bool {
+    doc.team_id == p.team_id && (doc.owner_id == p.user_id || p.can(Capability::Admin))
+}
+
+pub type SharedRunner = Arc<dyn Runner>;

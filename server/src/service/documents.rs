@@ -1,0 +1,373 @@
+//! Document use cases: upload and ingestText (the synchronous safety steps, then a job),
+//! jobs, reading, paging text, moving, visibility, deleting.
+
+use std::io::Read;
+
+use entity::prelude::{ContentBlob, Document, DocumentVersion, Job};
+use serde_json::Value as Json;
+
+use super::{Cairn, ServiceError, ServiceResult};
+use crate::auth::Principal;
+use crate::domain::{self, Capability, InvalidInput, Visibility};
+use crate::events::{Event, EventKind};
+use crate::ingest::blobs::{extension_of, sanitize_filename, BlobError};
+use crate::ingest::{may_replace, IngestPayload};
+use crate::jobs::snapshot;
+
+/// `documentText` pages hold at most this many characters of text (seed 004: 25,000).
+pub const DOC_PAGE_CHARS: usize = 25_000;
+
+/// An upload's metadata (the bytes come separately, as a reader).
+pub struct UploadRequest {
+    pub corpus_id: i64,
+    pub filename: String,
+    pub visibility: Option<Visibility>,
+    pub document_id: Option<i64>,
+    pub title: Option<String>,
+    pub source_url: Option<String>,
+}
+
+/// One page of a document's text.
+pub struct DocumentPage {
+    pub document: Document,
+    pub version: i32,
+    pub page: usize,
+    pub page_count: usize,
+    pub text: String,
+}
+
+impl Cairn {
+    /// The upload path (seed 004 steps 1–4), then a queued job.
+    pub async fn upload(
+        &self,
+        p: &Principal,
+        req: UploadRequest,
+        content: impl Read + Send + 'static,
+    ) -> ServiceResult<Job> {
+        p.require(Capability::DocumentUpload)?;
+        let filename = sanitize_filename(&req.filename);
+        let corpus = self
+            .store
+            .visible_corpus(p.team_id, req.corpus_id)
+            .await?
+            .ok_or(ServiceError::NotFound("corpus"))?;
+        if let Some(doc_id) = req.document_id {
+            let doc = self
+                .store
+                .readable_document(p, doc_id)
+                .await?
+                .filter(|d| may_replace(p, d) && d.corpus_id == corpus.id)
+                .ok_or(ServiceError::NotFound("document"))?;
+            let _ = doc;
+        }
+        let blobs = self.blobs.clone();
+        let ext = extension_of(&filename);
+        let limit = self.settings.max_upload_bytes;
+        let stored = tokio::task::spawn_blocking(move || blobs.write(content, &ext, limit))
+            .await
+            .map_err(|e| ServiceError::Internal(e.to_string()))?
+            .map_err(|e| match e {
+                BlobError::TooLarge { .. } => ServiceError::TooLarge(e.to_string()),
+                BlobError::Io(io) => ServiceError::Internal(io.to_string()),
+            })?;
+        let title = match req.title {
+            Some(t) => domain::clean_name(&t, "title")?,
+            None => filename
+                .rsplit_once('.')
+                .map(|(stem, _)| stem)
+                .filter(|s| !s.is_empty())
+                .unwrap_or(&filename)
+                .to_owned(),
+        };
+        let payload = IngestPayload {
+            content_hash: stored.content_hash,
+            storage_uri: stored.storage_uri,
+            size: stored.size,
+            filename,
+            title,
+            corpus_id: corpus.id,
+            owner_id: p.user_id,
+            visibility: req.visibility.unwrap_or(Visibility::Team).as_str().to_owned(),
+            document_id: req.document_id,
+            source_url: req.source_url,
+        };
+        let new_job = payload
+            .new_job(p.team_id, p.user_id)
+            .map_err(|e| ServiceError::Internal(e.to_string()))?;
+        let job = self.store.enqueue_job(new_job).await?;
+        self.bus.publish(Event {
+            team_id: p.team_id,
+            kind: EventKind::Job(snapshot(&job)),
+        });
+        self.queue.wake();
+        Ok(job)
+    }
+
+    /// The web-page path: text given inline, stored as a Markdown blob, same job.
+    pub async fn ingest_text(
+        &self,
+        p: &Principal,
+        corpus_id: i64,
+        title: &str,
+        text: String,
+        source_url: Option<String>,
+        visibility: Option<Visibility>,
+    ) -> ServiceResult<Job> {
+        let title = domain::clean_name(title, "title")?;
+        if let Some(u) = &source_url {
+            if !(u.starts_with("http://") || u.starts_with("https://")) || u.len() > 2000 {
+                return Err(InvalidInput("sourceUrl must be an http(s) URL".into()).into());
+            }
+        }
+        let filename = format!("{}.md", sanitize_filename(&title));
+        self.upload(
+            p,
+            UploadRequest {
+                corpus_id,
+                filename,
+                visibility,
+                document_id: None,
+                title: Some(title),
+                source_url,
+            },
+            std::io::Cursor::new(text.into_bytes()),
+        )
+        .await
+    }
+
+    /// A job the caller may see: their own, or any of the team's for admins.
+    pub async fn visible_job(&self, p: &Principal, id: i64) -> ServiceResult<Job> {
+        self.store
+            .team_job(p.team_id, id)
+            .await?
+            .filter(|j| j.created_by == Some(p.user_id) || p.can(Capability::Admin))
+            .ok_or(ServiceError::NotFound("job"))
+    }
+
+    /// `job(id)`: the state, plus the result the first time it is asked for after success
+    /// (seed 004: delivered exactly once, then state only).
+    pub async fn job_once(&self, p: &Principal, id: i64) -> ServiceResult<(Job, Option<Json>)> {
+        let job = self.visible_job(p, id).await?;
+        let result = if job.state == "succeeded" && self.store.take_job_result(id).await? {
+            job.result.clone()
+        } else {
+            None
+        };
+        Ok((job, result))
+    }
+
+    pub async fn cancel_job(&self, p: &Principal, id: i64) -> ServiceResult<Job> {
+        self.visible_job(p, id).await?;
+        let job = self
+            .store
+            .cancel_job(p.team_id, id)
+            .await?
+            .ok_or(ServiceError::NotFound("job"))?;
+        self.bus.publish(Event {
+            team_id: p.team_id,
+            kind: EventKind::Job(snapshot(&job)),
+        });
+        Ok(job)
+    }
+
+    pub async fn document(&self, p: &Principal, id: i64) -> ServiceResult<Document> {
+        p.require(Capability::CorpusRead)?;
+        self.store
+            .readable_document(p, id)
+            .await?
+            .ok_or(ServiceError::NotFound("document"))
+    }
+
+    pub async fn documents_by_ids(&self, p: &Principal, ids: &[i64]) -> ServiceResult<Vec<Document>> {
+        Ok(self.store.readable_documents(p, ids).await?)
+    }
+
+    pub async fn corpus_documents(
+        &self,
+        p: &Principal,
+        corpus_id: i64,
+        after: Option<i64>,
+        limit: u64,
+    ) -> ServiceResult<Vec<Document>> {
+        p.require(Capability::CorpusRead)?;
+        Ok(self.store.corpus_documents(p, corpus_id, after, limit).await?)
+    }
+
+    /// Versions of documents the caller can read (ids not readable yield nothing).
+    pub async fn versions_of(
+        &self,
+        p: &Principal,
+        ids: &[i64],
+    ) -> ServiceResult<Vec<(DocumentVersion, Option<ContentBlob>)>> {
+        let readable: Vec<i64> = self.store.readable_document_ids(p, ids).await?;
+        Ok(self.store.versions_of(&readable).await?)
+    }
+
+    /// The current chunks of readable documents (dataloader batch).
+    pub async fn current_chunks(&self, p: &Principal, ids: &[i64]) -> ServiceResult<Vec<entity::prelude::Chunk>> {
+        Ok(self.store.current_chunks(p, ids).await?)
+    }
+
+    /// Page `page` (1-based) of a document's current text, 25,000 characters a page; a page
+    /// that starts inside a section opens with `## section (continued)`.
+    pub async fn document_text(&self, p: &Principal, id: i64, page: usize) -> ServiceResult<DocumentPage> {
+        let document = self.document(p, id).await?;
+        let chunks = self.store.chunks_of(id, document.current_version).await?;
+        let pieces: Vec<(Option<String>, String)> = dedupe_overlap(
+            chunks.into_iter().map(|c| (c.section, c.content)).collect(),
+        );
+        let pages = paginate(&pieces, DOC_PAGE_CHARS);
+        let page_count = pages.len().max(1);
+        if page == 0 || page > page_count {
+            return Err(InvalidInput(format!("page must be between 1 and {page_count}")).into());
+        }
+        let text = pages.into_iter().nth(page - 1).unwrap_or_default();
+        Ok(DocumentPage {
+            version: document.current_version,
+            document,
+            page,
+            page_count,
+            text,
+        })
+    }
+
+    pub async fn delete_document(&self, p: &Principal, id: i64) -> ServiceResult<bool> {
+        p.require(Capability::DocumentUpload)?;
+        let doc = self
+            .store
+            .readable_document(p, id)
+            .await?
+            .filter(|d| may_replace(p, d))
+            .ok_or(ServiceError::NotFound("document"))?;
+        let orphans = self.store.delete_document(doc.id).await?;
+        for uri in &orphans.storage_uris {
+            self.blobs.remove(uri);
+        }
+        self.store
+            .audit(Some(p.team_id), Some(p.user_id), "document.delete", Some(&id.to_string()))
+            .await?;
+        Ok(true)
+    }
+
+    pub async fn move_documents(
+        &self,
+        p: &Principal,
+        to: i64,
+        ids: Option<&[i64]>,
+        from: Option<i64>,
+    ) -> ServiceResult<u64> {
+        p.require(Capability::DocumentUpload)?;
+        self.store
+            .visible_corpus(p.team_id, to)
+            .await?
+            .filter(|c| c.team_id == Some(p.team_id) || p.can(Capability::Admin))
+            .ok_or(ServiceError::NotFound("corpus"))?;
+        Ok(self.store.move_documents(p, to, ids, from).await?)
+    }
+
+    pub async fn set_visibility(&self, p: &Principal, id: i64, v: Visibility) -> ServiceResult<Document> {
+        p.require(Capability::DocumentUpload)?;
+        let doc = self
+            .store
+            .readable_document(p, id)
+            .await?
+            .filter(|d| may_replace(p, d))
+            .ok_or(ServiceError::NotFound("document"))?;
+        self.store
+            .set_visibility(doc.id, v)
+            .await?
+            .ok_or(ServiceError::NotFound("document"))
+    }
+}
+
+/// Consecutive chunks of one section share their overlap paragraphs; drop the repeat.
+fn dedupe_overlap(chunks: Vec<(Option<String>, String)>) -> Vec<(Option<String>, String)> {
+    let mut out: Vec<(Option<String>, String)> = Vec::with_capacity(chunks.len());
+    for (section, content) in chunks {
+        let trimmed = match out.last() {
+            Some((prev_section, prev)) if *prev_section == section => {
+                let paras: Vec<&str> = prev.split("\n\n").collect();
+                let mut cut = 0;
+                for k in (1..=paras.len()).rev() {
+                    let tail = paras[paras.len() - k..].join("\n\n");
+                    if content.starts_with(&tail) && tail.len() < content.len() {
+                        cut = tail.len();
+                        break;
+                    }
+                }
+                content[cut..].trim_start_matches('\n').to_owned()
+            }
+            _ => content,
+        };
+        out.push((section, trimmed));
+    }
+    out
+}
+
+/// Splits the document into pages of at most `size` characters (a single piece larger than
+/// a page is cut at char boundaries).
+fn paginate(pieces: &[(Option<String>, String)], size: usize) -> Vec<String> {
+    let mut pages: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    let mut cur_chars = 0usize;
+    for (section, content) in pieces {
+        let mut rest: &str = content;
+        while !rest.is_empty() {
+            if cur_chars >= size {
+                pages.push(std::mem::take(&mut cur));
+                cur_chars = 0;
+            }
+            if cur_chars == 0 && !pages.is_empty() {
+                if let Some(s) = section {
+                    if !rest.trim_start().starts_with('#') {
+                        let header = format!("## {s} (continued)\n\n");
+                        cur_chars += header.chars().count();
+                        cur.push_str(&header);
+                    }
+                }
+            } else if cur_chars > 0 {
+                cur.push_str("\n\n");
+                cur_chars += 2;
+            }
+            let room = size.saturating_sub(cur_chars).max(1);
+            let take: usize = rest.char_indices().nth(room).map(|(i, _)| i).unwrap_or(rest.len());
+            cur.push_str(&rest[..take]);
+            cur_chars += rest[..take].chars().count();
+            rest = &rest[take..];
+        }
+    }
+    if !cur.is_empty() || pages.is_empty() {
+        pages.push(cur);
+    }
+    pages
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlap_is_removed_once() {
+        let s = Some("Intro".to_owned());
+        let chunks = vec![
+            (s.clone(), "a\n\nb\n\nc".to_owned()),
+            (s.clone(), "c\n\nd".to_owned()),
+            (Some("Other".into()), "c\n\ne".to_owned()),
+        ];
+        let out = dedupe_overlap(chunks);
+        assert_eq!(out[1].1, "d");
+        assert_eq!(out[2].1, "c\n\ne", "no dedupe across sections");
+    }
+
+    #[test]
+    fn pages_are_bounded_and_continued() {
+        let body = "x".repeat(30_000);
+        let pieces = vec![(Some("Big".to_owned()), body)];
+        let pages = paginate(&pieces, DOC_PAGE_CHARS);
+        assert_eq!(pages.len(), 2);
+        assert!(pages.iter().all(|p| p.chars().count() <= DOC_PAGE_CHARS + 40));
+        assert!(pages[1].starts_with("## Big (continued)\n\n"), "{}", &pages[1][..30]);
+        assert!(!pages[0].starts_with("##"));
+        assert_eq!(paginate(&[], 10), vec![String::new()]);
+    }
+}

@@ -1,0 +1,482 @@
+//! Documents, versions, chunks and content blobs.
+//!
+//! Storing an ingested document is one transaction: the blob row (deduplicated on the content
+//! hash), the document row, its version and every chunk with its embedding and lexical row.
+//! Search therefore never sees a half-ingested document.
+
+use chrono::Utc;
+use entity::prelude::*;
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseBackend, DatabaseTransaction,
+    EntityTrait, QueryFilter, QueryOrder, Set, TransactionTrait,
+};
+
+use super::readable::Readable;
+use super::sql::Sql;
+use super::{Store, StoreError, StoreResult};
+use crate::auth::Principal;
+use crate::domain::Visibility;
+
+/// One chunk ready to store.
+pub struct ChunkRow {
+    pub index: i32,
+    pub content: String,
+    pub section: Option<String>,
+    pub page: Option<i32>,
+    pub embedding: Vec<f32>,
+}
+
+/// The blob behind a version.
+pub struct BlobRef {
+    pub content_hash: String,
+    pub mime_type: String,
+    pub size: i64,
+    pub storage_uri: String,
+}
+
+/// What the ingest job stores.
+pub enum Target {
+    /// A new document.
+    New {
+        team_id: i64,
+        corpus_id: i64,
+        owner_id: i64,
+        visibility: Visibility,
+        title: String,
+        source_url: Option<String>,
+    },
+    /// A new version of an existing document; its chunks replace the old version's.
+    NewVersion { document_id: i64 },
+    /// The current version again (a previous ingest found no text).
+    ReExtract { document_id: i64 },
+}
+
+pub struct StoreIngest {
+    pub target: Target,
+    pub blob: BlobRef,
+    pub filename: Option<String>,
+    pub extracted_chars: i64,
+    pub chunks: Vec<ChunkRow>,
+}
+
+/// A readable document and the hash of its current version's blob.
+pub struct Duplicate {
+    pub document: Document,
+}
+
+/// Files no row references any more after a delete; the caller unlinks them after commit.
+pub struct Orphans {
+    pub storage_uris: Vec<String>,
+}
+
+const CHUNKS_PER_INSERT: usize = 64;
+
+impl Store {
+    /// A document `p` may read, in `p`'s team, whose current version has this content.
+    pub async fn readable_duplicate(
+        &self,
+        p: &Principal,
+        content_hash: &str,
+    ) -> StoreResult<Option<Duplicate>> {
+        let mut q = Sql::new(self.backend());
+        q.push("SELECT d.* FROM documents d JOIN document_versions v ON v.document_id = d.id AND v.version = d.current_version JOIN content_blobs b ON b.id = v.blob_id WHERE d.team_id = ")
+            .bind(p.team_id);
+        q.push(" AND b.content_hash = ").bind(content_hash.to_owned());
+        q.push(" AND ");
+        Readable::new(p).push_documents(&mut q, "d");
+        q.push(" ORDER BY d.chunk_count DESC, d.id LIMIT 1");
+        let doc = Documents::find()
+            .from_raw_sql(q.build())
+            .one(self.connection())
+            .await?;
+        Ok(doc.map(|document| Duplicate { document }))
+    }
+
+    /// A document `p` may read.
+    pub async fn readable_document(&self, p: &Principal, id: i64) -> StoreResult<Option<Document>> {
+        let mut q = Sql::new(self.backend());
+        q.push("SELECT d.* FROM documents d WHERE d.id = ").bind(id);
+        q.push(" AND ");
+        Readable::new(p).push_documents(&mut q, "d");
+        Ok(Documents::find()
+            .from_raw_sql(q.build())
+            .one(self.connection())
+            .await?)
+    }
+
+    /// Readable documents among `ids` (dataloader batch).
+    pub async fn readable_documents(&self, p: &Principal, ids: &[i64]) -> StoreResult<Vec<Document>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut q = Sql::new(self.backend());
+        q.push("SELECT d.* FROM documents d WHERE d.id IN ").push_list(ids.iter().copied());
+        q.push(" AND ");
+        Readable::new(p).push_documents(&mut q, "d");
+        Ok(Documents::find()
+            .from_raw_sql(q.build())
+            .all(self.connection())
+            .await?)
+    }
+
+    /// One page of the readable documents of a corpus, by id.
+    pub async fn corpus_documents(
+        &self,
+        p: &Principal,
+        corpus_id: i64,
+        after: Option<i64>,
+        limit: u64,
+    ) -> StoreResult<Vec<Document>> {
+        let mut q = Sql::new(self.backend());
+        q.push("SELECT d.* FROM documents d WHERE d.corpus_id = ").bind(corpus_id);
+        if let Some(a) = after {
+            q.push(" AND d.id > ").bind(a);
+        }
+        q.push(" AND ");
+        Readable::new(p).push_documents(&mut q, "d");
+        q.push(" ORDER BY d.id LIMIT ").bind(limit as i64);
+        Ok(Documents::find()
+            .from_raw_sql(q.build())
+            .all(self.connection())
+            .await?)
+    }
+
+    /// Versions of the given documents (the caller has checked readability), with their
+    /// blobs. Two queries whatever the number of documents.
+    pub async fn versions_of(
+        &self,
+        document_ids: &[i64],
+    ) -> StoreResult<Vec<(DocumentVersion, Option<ContentBlob>)>> {
+        let versions = DocumentVersions::find()
+            .filter(DocumentVersionColumn::DocumentId.is_in(document_ids.iter().copied()))
+            .order_by_asc(DocumentVersionColumn::DocumentId)
+            .order_by_asc(DocumentVersionColumn::Version)
+            .all(self.connection())
+            .await?;
+        let blob_ids: Vec<i64> = versions.iter().map(|v| v.blob_id).collect();
+        let blobs: std::collections::HashMap<i64, ContentBlob> = ContentBlobs::find()
+            .filter(ContentBlobColumn::Id.is_in(blob_ids))
+            .all(self.connection())
+            .await?
+            .into_iter()
+            .map(|b| (b.id, b))
+            .collect();
+        Ok(versions
+            .into_iter()
+            .map(|v| {
+                let b = blobs.get(&v.blob_id).cloned();
+                (v, b)
+            })
+            .collect())
+    }
+
+    /// The current version's chunks of the readable documents among `ids`, in order. One
+    /// query.
+    pub async fn current_chunks(&self, p: &Principal, ids: &[i64]) -> StoreResult<Vec<Chunk>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut q = Sql::new(self.backend());
+        q.push("SELECT c.id, c.team_id, c.document_id, c.version, c.corpus_id, c.chunk_index, c.content, c.section, c.page, c.metadata FROM chunks c JOIN documents d ON d.id = c.document_id AND c.version = d.current_version WHERE c.document_id IN ")
+            .push_list(ids.iter().copied());
+        q.push(" AND ");
+        Readable::new(p).push_documents(&mut q, "d");
+        q.push(" ORDER BY c.document_id, c.chunk_index");
+        Ok(Chunks::find()
+            .from_raw_sql(q.build())
+            .all(self.connection())
+            .await?)
+    }
+
+    /// The chunks of one version, in order (the caller has checked readability).
+    pub async fn chunks_of(&self, document_id: i64, version: i32) -> StoreResult<Vec<Chunk>> {
+        Ok(Chunks::find()
+            .filter(ChunkColumn::DocumentId.eq(document_id))
+            .filter(ChunkColumn::Version.eq(version))
+            .order_by_asc(ChunkColumn::ChunkIndex)
+            .all(self.connection())
+            .await?)
+    }
+
+    /// Stores an ingested document, its version and chunks in one transaction.
+    pub async fn store_ingest(&self, s: StoreIngest) -> StoreResult<(Document, i32)> {
+        let tx = self.connection().begin().await?;
+        let blob_id = ensure_blob(&tx, &s.blob).await?;
+        let now = Utc::now();
+        let n = s.chunks.len() as i32;
+        let (doc, version) = match s.target {
+            Target::New {
+                team_id,
+                corpus_id,
+                owner_id,
+                visibility,
+                title,
+                source_url,
+            } => {
+                let doc = DocumentActive {
+                    team_id: Set(team_id),
+                    corpus_id: Set(corpus_id),
+                    owner_id: Set(owner_id),
+                    visibility: Set(visibility.as_str().to_owned()),
+                    title: Set(title),
+                    filename: Set(s.filename.clone()),
+                    mime_type: Set(s.blob.mime_type.clone()),
+                    source_url: Set(source_url),
+                    current_version: Set(1),
+                    chunk_count: Set(n),
+                    created_at: Set(now),
+                    updated_at: Set(now),
+                    ..Default::default()
+                }
+                .insert(&tx)
+                .await?;
+                insert_version(&tx, doc.id, 1, blob_id, s.extracted_chars).await?;
+                (doc, 1)
+            }
+            Target::NewVersion { document_id } => {
+                let doc = Documents::find_by_id(document_id)
+                    .one(&tx)
+                    .await?
+                    .ok_or_else(|| StoreError::Corrupt(format!("document {document_id} vanished")))?;
+                let version = doc.current_version + 1;
+                insert_version(&tx, doc.id, version, blob_id, s.extracted_chars).await?;
+                delete_chunks(&tx, doc.id).await?;
+                let mut a: DocumentActive = doc.into();
+                a.current_version = Set(version);
+                a.chunk_count = Set(n);
+                a.mime_type = Set(s.blob.mime_type.clone());
+                if s.filename.is_some() {
+                    a.filename = Set(s.filename.clone());
+                }
+                a.updated_at = Set(now);
+                (a.update(&tx).await?, version)
+            }
+            Target::ReExtract { document_id } => {
+                let doc = Documents::find_by_id(document_id)
+                    .one(&tx)
+                    .await?
+                    .ok_or_else(|| StoreError::Corrupt(format!("document {document_id} vanished")))?;
+                let version = doc.current_version;
+                delete_chunks(&tx, doc.id).await?;
+                let mut q = Sql::new(self.backend());
+                q.push("UPDATE document_versions SET extracted_chars = ").bind(s.extracted_chars);
+                q.push(" WHERE document_id = ").bind(doc.id);
+                q.push(" AND version = ").bind(version);
+                tx.execute_raw(q.build()).await?;
+                let mut a: DocumentActive = doc.into();
+                a.chunk_count = Set(n);
+                a.updated_at = Set(now);
+                (a.update(&tx).await?, version)
+            }
+        };
+        for batch in s.chunks.chunks(CHUNKS_PER_INSERT) {
+            let mut q = Sql::new(self.backend());
+            q.push("INSERT INTO chunks (team_id, document_id, version, corpus_id, chunk_index, content, section, page, metadata, embedding) VALUES ");
+            for (i, c) in batch.iter().enumerate() {
+                if i > 0 {
+                    q.push(", ");
+                }
+                q.push("(").bind(doc.team_id).push(", ").bind(doc.id).push(", ").bind(version);
+                q.push(", ").bind(doc.corpus_id).push(", ").bind(c.index);
+                q.push(", ").bind(c.content.clone()).push(", ").bind(c.section.clone());
+                q.push(", ").bind(c.page).push(", ");
+                match self.backend() {
+                    DatabaseBackend::Postgres => {
+                        q.push("'{}'::jsonb, CAST(").bind(vector_literal(&c.embedding)).push(" AS vector)");
+                    }
+                    _ => {
+                        q.push("'{}', ").bind(f32_blob(&c.embedding));
+                    }
+                }
+                q.push(")");
+            }
+            tx.execute_raw(q.build()).await?;
+        }
+        tx.commit().await?;
+        Ok((doc, version))
+    }
+
+    /// Deletes a document: its chunks, versions and mentions (by cascade) in one transaction,
+    /// then returns the blobs nothing references any more (rows already removed).
+    pub async fn delete_document(&self, id: i64) -> StoreResult<Orphans> {
+        let tx = self.connection().begin().await?;
+        let blob_ids: Vec<i64> = DocumentVersions::find()
+            .filter(DocumentVersionColumn::DocumentId.eq(id))
+            .all(&tx)
+            .await?
+            .into_iter()
+            .map(|v| v.blob_id)
+            .collect();
+        delete_chunks(&tx, id).await?;
+        Documents::delete_by_id(id).exec(&tx).await?;
+        let orphans = prune_blobs(&tx, &blob_ids).await?;
+        tx.commit().await?;
+        Ok(orphans)
+    }
+
+    /// Removes a blob row nothing references (a failed ingest); returns its file if removed.
+    pub async fn prune_blob_by_hash(&self, content_hash: &str) -> StoreResult<Orphans> {
+        let tx = self.connection().begin().await?;
+        let ids: Vec<i64> = ContentBlobs::find()
+            .filter(ContentBlobColumn::ContentHash.eq(content_hash))
+            .all(&tx)
+            .await?
+            .into_iter()
+            .map(|b| b.id)
+            .collect();
+        let orphans = prune_blobs(&tx, &ids).await?;
+        tx.commit().await?;
+        Ok(orphans)
+    }
+
+    /// Whether a blob row exists for this content.
+    pub async fn blob_row_exists(&self, content_hash: &str) -> StoreResult<bool> {
+        Ok(ContentBlobs::find()
+            .filter(ContentBlobColumn::ContentHash.eq(content_hash))
+            .one(self.connection())
+            .await?
+            .is_some())
+    }
+
+    /// Moves documents of the team (readable by `p`) into `to`; their chunks follow.
+    /// Returns how many moved.
+    pub async fn move_documents(
+        &self,
+        p: &Principal,
+        to: i64,
+        ids: Option<&[i64]>,
+        from: Option<i64>,
+    ) -> StoreResult<u64> {
+        let tx = self.connection().begin().await?;
+        let mut sel = Sql::new(self.backend());
+        sel.push("SELECT d.id FROM documents d WHERE d.team_id = ").bind(p.team_id);
+        if let Some(ids) = ids {
+            if ids.is_empty() {
+                return Ok(0);
+            }
+            sel.push(" AND d.id IN ").push_list(ids.iter().copied());
+        }
+        if let Some(f) = from {
+            sel.push(" AND d.corpus_id = ").bind(f);
+        }
+        sel.push(" AND d.corpus_id <> ").bind(to);
+        sel.push(" AND ");
+        Readable::new(p).push_documents(&mut sel, "d");
+        let rows = tx.query_all_raw(sel.build()).await?;
+        let moving: Vec<i64> = rows
+            .iter()
+            .map(|r| r.try_get_by_index::<i64>(0))
+            .collect::<Result<_, _>>()?;
+        if moving.is_empty() {
+            return Ok(0);
+        }
+        for table in ["documents", "chunks"] {
+            let mut q = Sql::new(self.backend());
+            q.push("UPDATE ").push(table).push(" SET corpus_id = ").bind(to);
+            q.push(if table == "documents" { " WHERE id IN " } else { " WHERE document_id IN " });
+            q.push_list(moving.iter().copied());
+            tx.execute_raw(q.build()).await?;
+        }
+        tx.commit().await?;
+        Ok(moving.len() as u64)
+    }
+
+    pub async fn set_visibility(&self, id: i64, v: Visibility) -> StoreResult<Option<Document>> {
+        let Some(doc) = Documents::find_by_id(id).one(self.connection()).await? else {
+            return Ok(None);
+        };
+        let mut a: DocumentActive = doc.into();
+        a.visibility = Set(v.as_str().to_owned());
+        a.updated_at = Set(Utc::now());
+        Ok(Some(a.update(self.connection()).await?))
+    }
+}
+
+async fn ensure_blob(tx: &DatabaseTransaction, b: &BlobRef) -> StoreResult<i64> {
+    let mut q = Sql::new(tx.get_database_backend());
+    q.push("INSERT INTO content_blobs (content_hash, mime_type, size, storage_uri, created_at) VALUES (")
+        .bind(b.content_hash.clone())
+        .push(", ")
+        .bind(b.mime_type.clone())
+        .push(", ")
+        .bind(b.size)
+        .push(", ")
+        .bind(b.storage_uri.clone())
+        .push(", ")
+        .bind(Utc::now())
+        .push(") ON CONFLICT (content_hash) DO NOTHING");
+    tx.execute_raw(q.build()).await?;
+    let row = ContentBlobs::find()
+        .filter(ContentBlobColumn::ContentHash.eq(b.content_hash.clone()))
+        .one(tx)
+        .await?
+        .ok_or_else(|| StoreError::Corrupt("blob row missing after insert".into()))?;
+    Ok(row.id)
+}
+
+async fn insert_version(
+    tx: &DatabaseTransaction,
+    document_id: i64,
+    version: i32,
+    blob_id: i64,
+    extracted_chars: i64,
+) -> StoreResult<()> {
+    DocumentVersionActive {
+        document_id: Set(document_id),
+        version: Set(version),
+        blob_id: Set(blob_id),
+        extracted_chars: Set(extracted_chars),
+        created_at: Set(Utc::now()),
+        ..Default::default()
+    }
+    .insert(tx)
+    .await?;
+    Ok(())
+}
+
+async fn delete_chunks(tx: &DatabaseTransaction, document_id: i64) -> StoreResult<()> {
+    Chunks::delete_many()
+        .filter(ChunkColumn::DocumentId.eq(document_id))
+        .exec(tx)
+        .await?;
+    Ok(())
+}
+
+/// Deletes the rows of `blob_ids` that no version references; returns their files.
+async fn prune_blobs(tx: &DatabaseTransaction, blob_ids: &[i64]) -> StoreResult<Orphans> {
+    let mut storage_uris = Vec::new();
+    for &blob_id in blob_ids {
+        let used = DocumentVersions::find()
+            .filter(DocumentVersionColumn::BlobId.eq(blob_id))
+            .one(tx)
+            .await?
+            .is_some();
+        if used {
+            continue;
+        }
+        if let Some(b) = ContentBlobs::find_by_id(blob_id).one(tx).await? {
+            storage_uris.push(b.storage_uri.clone());
+            ContentBlobs::delete_by_id(blob_id).exec(tx).await?;
+        }
+    }
+    Ok(Orphans { storage_uris })
+}
+
+/// pgvector's text form: `[0.1,0.2,…]`.
+fn vector_literal(v: &[f32]) -> String {
+    let mut s = String::with_capacity(v.len() * 10 + 2);
+    s.push('[');
+    for (i, x) in v.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str(&x.to_string());
+    }
+    s.push(']');
+    s
+}
+
+/// SQLite's embedding column: little-endian f32s.
+pub fn f32_blob(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}

@@ -1,0 +1,218 @@
+//! Jobs survive a killed server, and several instances share one PostgreSQL.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use cairn_tests::{both_backends, fresh_pg_database, repo_root, require_model, ws_init, ws_next, Backend, TestServer};
+use futures_util::SinkExt;
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::Message;
+
+both_backends!(sigkill_while_embedding_then_restart);
+
+/// The `cairn` binary cargo built next to this test.
+fn cairn_bin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_else(|e| panic!("{e}"));
+    let bin = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|d| d.join("cairn"))
+        .unwrap_or_default();
+    assert!(bin.is_file(), "{} is missing: run `cargo test --workspace` (it builds the binary)", bin.display());
+    bin
+}
+
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn(bin: &PathBuf, data: &std::path::Path, db: Option<&str>, port: u16) -> Proc {
+    let mut cmd = Command::new(bin);
+    cmd.arg("serve")
+        .env("CAIRN_DATA_DIR", data)
+        .env("CAIRN_BIND", format!("127.0.0.1:{port}"))
+        .env("CAIRN_JOB_LEASE_SECS", "3")
+        .env("CAIRN_CONSOLE_DIR", repo_root().join("frontend/dist"))
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    match db {
+        Some(u) => cmd.env("DATABASE_URL", u),
+        None => cmd.env_remove("DATABASE_URL"),
+    };
+    Proc(cmd.spawn().unwrap_or_else(|e| panic!("cannot start cairn: {e}")))
+}
+
+async fn wait_healthy(url: &str) {
+    for _ in 0..300 {
+        if let Ok(r) = reqwest::get(format!("{url}/healthz")).await {
+            if r.status().is_success() {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{url} never became healthy");
+}
+
+async fn gql(url: &str, token: &str, query: &str, vars: Value) -> Value {
+    reqwest::Client::new()
+        .post(format!("{url}/graphql"))
+        .bearer_auth(token)
+        .json(&json!({ "query": query, "variables": vars }))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .json()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A long text: many chunks, so that embedding takes a while.
+fn long_text() -> String {
+    (0..400)
+        .map(|i| format!("## Part {i}\n\nParagraph {i} tells how the marmots of ridge {i} rebuilt cairn number {} after the winter storms, stone by stone, with notes on the weather, the lichens and the rope.\n", i * 7))
+        .collect()
+}
+
+async fn sigkill_while_embedding_then_restart(b: Backend) {
+    require_model();
+    let bin = cairn_bin();
+    let data = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let db = match b {
+        Backend::Postgres => Some(fresh_pg_database().await.0),
+        Backend::Sqlite => None,
+    };
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let url = format!("http://127.0.0.1:{port}");
+    let mut first = spawn(&bin, data.path(), db.as_deref(), port);
+    wait_healthy(&url).await;
+    let token = std::fs::read_to_string(data.path().join("initial-token"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .trim()
+        .to_owned();
+    let c = gql(&url, &token, "mutation { createCorpus(name: \"durable\") { id } }", json!({})).await;
+    let corpus = c["data"]["createCorpus"]["id"].clone();
+    let job = gql(
+        &url,
+        &token,
+        "mutation($c: ID!, $t: String!) { ingestText(corpusId: $c, title: \"Ridge log\", text: $t) { id } }",
+        json!({ "c": corpus, "t": long_text() }),
+    )
+    .await;
+    let job_id = job["data"]["ingestText"]["id"].as_str().unwrap_or_default().to_owned();
+    assert!(!job_id.is_empty(), "{job}");
+
+    // Watch until the job is embedding, then kill the server without warning.
+    let probe = TestServer::probe(&url);
+    let (mut ws, ack) = ws_init(&probe, json!({ "authorization": format!("Bearer {token}") })).await;
+    assert_eq!(ack.ok().map(|v| v["type"].clone()), Some(json!("connection_ack")));
+    let q = "subscription($id: ID!) { jobProgress(id: $id) { stage done total state } }";
+    ws.send(Message::text(
+        json!({ "id": "1", "type": "subscribe", "payload": { "query": q, "variables": { "id": job_id } } }).to_string(),
+    ))
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    loop {
+        let m = ws_next(&mut ws).await.unwrap_or_else(|c| panic!("closed {c:?}"));
+        let ev = &m["payload"]["data"]["jobProgress"];
+        assert_ne!(ev["state"], "SUCCEEDED", "the job finished before it could be interrupted");
+        if ev["stage"] == "embedding" && ev["done"].as_i64().unwrap_or(0) > 0 {
+            break;
+        }
+    }
+    let _ = first.0.kill(); // SIGKILL
+    let _ = first.0.wait();
+    drop(ws);
+
+    // Restart on the same data: the lease expires and the job runs again to the end.
+    let _second = spawn(&bin, data.path(), db.as_deref(), port);
+    wait_healthy(&url).await;
+    let mut state = Value::Null;
+    for _ in 0..600 {
+        let j = gql(&url, &token, "query($id: ID!) { job(id: $id) { state attempts error } }", json!({ "id": job_id })).await;
+        state = j["data"]["job"].clone();
+        if state["state"] == "SUCCEEDED" || state["state"] == "FAILED" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert_eq!(state["state"], "SUCCEEDED", "{state}");
+    assert!(state["attempts"].as_i64().unwrap_or(0) >= 2, "it ran again: {state}");
+    let docs = gql(
+        &url,
+        &token,
+        "query($c: ID!) { corpus(id: $c) { documentCount documents { edges { node { title chunkCount } } } } }",
+        json!({ "c": corpus }),
+    )
+    .await;
+    assert_eq!(docs["data"]["corpus"]["documentCount"], 1, "exactly once: {docs}");
+    assert!(docs["data"]["corpus"]["documents"]["edges"][0]["node"]["chunkCount"].as_i64().unwrap_or(0) > 10);
+}
+
+/// PostgreSQL only: SQLite is the single-instance embedded mode by design.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_share_jobs_and_events_postgres() {
+    require_model();
+    let a = TestServer::start(Backend::Postgres).await;
+    let b = a.second_instance().await;
+    let c = a
+        .gql_ok(&a.owner_token, "mutation { createCorpus(name: \"shared\") { id } }", json!({}))
+        .await["createCorpus"]["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+
+    // A subscriber on instance B.
+    let (mut ws, ack) = ws_init(&b, json!({ "authorization": format!("Bearer {}", b.owner_token) })).await;
+    assert_eq!(ack.ok().map(|v| v["type"].clone()), Some(json!("connection_ack")));
+    ws.send(Message::text(
+        json!({ "id": "j", "type": "subscribe", "payload": { "query": "subscription($c: ID) { jobs(corpusId: $c) { jobId state stage } }", "variables": { "c": c } } }).to_string(),
+    ))
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // Jobs queued through instance A; both instances' workers compete for them.
+    let n = 8;
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let text = format!("# Note {i}\n\nShared note number {i} about the cairn on peak {i}.\n");
+        ids.push(a.upload_ok(&a.owner_token, &c, &format!("note-{i}.md"), text.into_bytes()).await);
+    }
+    let mut done = std::collections::HashSet::new();
+    let mut stages_seen = 0;
+    while done.len() < n {
+        let m = ws_next(&mut ws).await.unwrap_or_else(|c| panic!("closed {c:?}"));
+        let ev = &m["payload"]["data"]["jobs"];
+        stages_seen += 1;
+        if ev["state"] == "SUCCEEDED" {
+            done.insert(ev["jobId"].as_str().unwrap_or_default().to_owned());
+        }
+        assert_ne!(ev["state"], "FAILED", "{ev}");
+    }
+    assert!(stages_seen > n * 3, "B sees every stage, not only the ends");
+    for id in &ids {
+        let j = b
+            .gql_ok(&b.owner_token, "query($id: ID!) { job(id: $id) { state attempts } }", json!({ "id": id }))
+            .await;
+        assert_eq!(j["job"]["state"], "SUCCEEDED");
+        assert_eq!(j["job"]["attempts"], 1, "each job ran exactly once");
+    }
+    let count = b
+        .gql_ok(&b.owner_token, "query($c: ID!) { corpus(id: $c) { documentCount } }", json!({ "c": c }))
+        .await;
+    assert_eq!(count["corpus"]["documentCount"], n);
+    b.stop().await;
+    a.stop().await;
+}
