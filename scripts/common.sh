@@ -7,10 +7,18 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 log() { echo "[cairn] $*" >&2; }
 
-# apt packages the build and the tests need; installs only what is missing.
+# apt packages the build and the tests need; installs only what is missing. A tool that is
+# already on the PATH from elsewhere (python3 from pyenv, node and npm from nodesource) counts.
 ensure_apt() {
   local missing=()
-  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  for p in "$@"; do
+    case "$p" in
+      python3|nodejs|npm|chromium) command -v "${p/nodejs/node}" >/dev/null 2>&1 && continue ;;
+      python3-pip) python3 -m pip --version >/dev/null 2>&1 && continue ;;
+      chromium-driver) command -v chromedriver >/dev/null 2>&1 && continue ;;
+    esac
+    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+  done
   [ ${#missing[@]} -eq 0 ] && return
   [ "$(id -u)" = 0 ] || { log "please install: ${missing[*]} (needs root)"; exit 1; }
   log "apt-get install ${missing[*]} ..."

@@ -439,7 +439,11 @@ mod tests {
         );
         let pages: Vec<_> = c.iter().map(|c| c.page).collect();
         assert_eq!(pages, vec![Some(1), Some(2), Some(2)]);
-        assert_eq!(c[1].section.as_deref(), Some("Intro"), "the section continues on page 2");
+        assert_eq!(
+            c[1].section.as_deref(),
+            Some("Intro"),
+            "the section continues on page 2"
+        );
         assert!(!c.iter().any(|c| c.content.contains("[Page")));
     }
 

@@ -17,11 +17,11 @@ use tokio::task::JoinHandle;
 
 use crate::config::Config;
 use crate::events::Bus;
+use crate::graphql;
+use crate::http::{self, metrics::Metrics, HttpState};
 use crate::ingest::blobs::BlobStore;
 use crate::ingest::{self, IngestRunner, IngestSettings};
 use crate::jobs::{Queue, QueueConfig, Runner};
-use crate::graphql;
-use crate::http::{self, metrics::Metrics, HttpState};
 use crate::service::{Bootstrap, Cairn, ServiceError};
 use crate::store::{Store, StoreError};
 
@@ -88,7 +88,11 @@ pub async fn load_embedder(cfg: &Config) -> Option<Embedder> {
     let loaded = tokio::task::spawn_blocking(move || Embedder::load(EmbedConfig::new(dir))).await;
     match loaded {
         Ok(Ok(e)) => {
-            tracing::info!(model = e.model_name(), dim = e.dim(), "embedding model loaded");
+            tracing::info!(
+                model = e.model_name(),
+                dim = e.dim(),
+                "embedding model loaded"
+            );
             Some(e)
         }
         Ok(Err(e)) => {

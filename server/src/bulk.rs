@@ -19,7 +19,10 @@ fn collect(paths: &[PathBuf], out: &mut Vec<PathBuf>) -> Result<(), String> {
                 .map_err(|e| format!("{}: {e}", p.display()))?
                 .filter_map(Result::ok)
                 .map(|e| e.path())
-                .filter(|e| !e.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')))
+                .filter(|e| {
+                    !e.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+                })
                 .collect();
             entries.sort();
             collect(&entries, out)?;
@@ -52,10 +55,15 @@ pub async fn ingest(
         .team_by_name(team_name)
         .await
         .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("no team named `{team_name}` (start `cairn serve` once, or create it)"))?;
+        .ok_or_else(|| {
+            format!("no team named `{team_name}` (start `cairn serve` once, or create it)")
+        })?;
     let user = match user {
         Some(id) => store.user(id).await.map_err(|e| e.to_string())?,
-        None => store.first_owner(team.id).await.map_err(|e| e.to_string())?,
+        None => store
+            .first_owner(team.id)
+            .await
+            .map_err(|e| e.to_string())?,
     }
     .filter(|u| u.team_id == team.id)
     .ok_or("no such user in that team")?;
@@ -69,7 +77,11 @@ pub async fn ingest(
     if principal.role == Role::Viewer {
         return Err("viewers cannot upload".into());
     }
-    let corpus = match store.team_corpus_by_name(team.id, corpus_name).await.map_err(|e| e.to_string())? {
+    let corpus = match store
+        .team_corpus_by_name(team.id, corpus_name)
+        .await
+        .map_err(|e| e.to_string())?
+    {
         Some(c) => c,
         None => cairn
             .create_corpus(&principal, corpus_name, None)
@@ -84,7 +96,10 @@ pub async fn ingest(
     let mut events = cairn.bus.subscribe();
     let mut pending: HashMap<i64, ProgressBar> = HashMap::new();
     for f in &files {
-        let name = f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = f
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let bar = bars.add(ProgressBar::new(1));
         bar.set_style(style.clone());
         bar.set_prefix(name.clone());
@@ -95,7 +110,11 @@ pub async fn ingest(
                 UploadRequest {
                     corpus_id: corpus.id,
                     filename: name,
-                    visibility: Some(if private { Visibility::Private } else { Visibility::Team }),
+                    visibility: Some(if private {
+                        Visibility::Private
+                    } else {
+                        Visibility::Team
+                    }),
                     document_id: None,
                     title: None,
                     source_url: None,
@@ -119,7 +138,9 @@ pub async fn ingest(
             Err(_) => break,
         };
         let EventKind::Job(j) = ev.kind else { continue };
-        let Some(bar) = pending.get(&j.job_id) else { continue };
+        let Some(bar) = pending.get(&j.job_id) else {
+            continue;
+        };
         if let (Some(done), Some(total)) = (j.done, j.total) {
             bar.set_length(total.max(1) as u64);
             bar.set_position(done as u64);

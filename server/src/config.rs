@@ -72,11 +72,21 @@ pub struct Config {
 
     /// A running job's lease: another worker may take it over this long after its last sign
     /// of life (a crash or restart is recovered within it).
-    #[arg(long, env = "CAIRN_JOB_LEASE_SECS", default_value_t = 30, global = true)]
+    #[arg(
+        long,
+        env = "CAIRN_JOB_LEASE_SECS",
+        default_value_t = 30,
+        global = true
+    )]
     pub job_lease_secs: u64,
 
     /// Longest time text extraction may take for one document, in seconds.
-    #[arg(long, env = "CAIRN_EXTRACT_TIMEOUT_SECS", default_value_t = 120, global = true)]
+    #[arg(
+        long,
+        env = "CAIRN_EXTRACT_TIMEOUT_SECS",
+        default_value_t = 120,
+        global = true
+    )]
     pub extract_timeout_secs: u64,
 
     /// Target chunk size in characters.
@@ -84,7 +94,12 @@ pub struct Config {
     pub chunk_size: usize,
 
     /// Trailing-paragraph overlap between chunks, in characters.
-    #[arg(long, env = "CAIRN_CHUNK_OVERLAP", default_value_t = 200, global = true)]
+    #[arg(
+        long,
+        env = "CAIRN_CHUNK_OVERLAP",
+        default_value_t = 200,
+        global = true
+    )]
     pub chunk_overlap: usize,
 
     /// Log format on stderr.
@@ -116,7 +131,9 @@ impl Config {
     /// The embedding model directory: configured, or the default cache.
     pub fn embed_model_dir(&self) -> PathBuf {
         self.embed_model.clone().unwrap_or_else(|| {
-            let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+            let home = std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_default();
             home.join(".cache/cairn/models/all-MiniLM-L6-v2")
         })
     }

@@ -87,12 +87,22 @@ async fn bulk_ingest_from_the_command_line() {
         panic!("CAIRN_EMBED_MODEL is not set: run scripts/fetch-model.sh (the README's test command does)")
     });
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let (ok, _, err) = cairn(dir.path(), &["user", "create", "--name", "boss", "--role", "owner", "--team", "default"]);
+    let (ok, _, err) = cairn(
+        dir.path(),
+        &[
+            "user", "create", "--name", "boss", "--role", "owner", "--team", "default",
+        ],
+    );
     assert!(ok, "{err}");
     let src = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(src.path().join("a.md"), "# Alpha\n\nThe alpha note mentions granite.\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        src.path().join("a.md"),
+        "# Alpha\n\nThe alpha note mentions granite.\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     std::fs::create_dir(src.path().join("sub")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(src.path().join("sub/b.txt"), "Beta is a plain text note.\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(src.path().join("sub/b.txt"), "Beta is a plain text note.\n")
+        .unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(src.path().join("sub/empty.txt"), "").unwrap_or_else(|e| panic!("{e}"));
     let out = Command::new(env!("CARGO_BIN_EXE_cairn"))
         .args(["ingest", "--corpus", "notes"])
@@ -105,14 +115,24 @@ async fn bulk_ingest_from_the_command_line() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "cairn ingest failed: {stderr}");
 
-    let store = Store::connect(None, dir.path()).await.unwrap_or_else(|e| panic!("{e}"));
-    let team = store.team_by_name("default").await.unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("no team"));
+    let store = Store::connect(None, dir.path())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let team = store
+        .team_by_name("default")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|| panic!("no team"));
     let corpus = store
         .team_corpus_by_name(team.id, "notes")
         .await
         .unwrap_or_else(|e| panic!("{e}"))
         .unwrap_or_else(|| panic!("the corpus was created"));
-    let owner = store.first_owner(team.id).await.unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("owner"));
+    let owner = store
+        .first_owner(team.id)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|| panic!("owner"));
     let p = cairn::auth::Principal {
         user_id: owner.id,
         team_id: team.id,
@@ -120,12 +140,28 @@ async fn bulk_ingest_from_the_command_line() {
         role: cairn::domain::Role::Owner,
         token_id: 0,
     };
-    let docs = store.corpus_documents(&p, corpus.id, None, 10).await.unwrap_or_else(|e| panic!("{e}"));
-    let mut names: Vec<(String, i32)> = docs.into_iter().map(|d| (d.filename.unwrap_or_default(), d.chunk_count)).collect();
+    let docs = store
+        .corpus_documents(&p, corpus.id, None, 10)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut names: Vec<(String, i32)> = docs
+        .into_iter()
+        .map(|d| (d.filename.unwrap_or_default(), d.chunk_count))
+        .collect();
     names.sort();
-    assert_eq!(names, vec![("a.md".into(), 1), ("b.txt".into(), 1), ("empty.txt".into(), 0)]);
+    assert_eq!(
+        names,
+        vec![
+            ("a.md".into(), 1),
+            ("b.txt".into(), 1),
+            ("empty.txt".into(), 0)
+        ]
+    );
     // A missing path is refused with a clear message and a failing status.
-    let (ok, _, err) = cairn(dir.path(), &["ingest", "--corpus", "notes", "/nonexistent/path"]);
+    let (ok, _, err) = cairn(
+        dir.path(),
+        &["ingest", "--corpus", "notes", "/nonexistent/path"],
+    );
     assert!(!ok);
     assert!(err.contains("no such file"), "{err}");
 }

@@ -118,10 +118,11 @@ pub async fn shared_embedder() -> Option<Embedder> {
         return e.clone();
     }
     let dir = std::env::var_os("CAIRN_EMBED_MODEL")?;
-    let loaded = tokio::task::spawn_blocking(move || Embedder::load(EmbedConfig::new(PathBuf::from(dir))))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-        .unwrap_or_else(|e| panic!("CAIRN_EMBED_MODEL does not hold a loadable model: {e}"));
+    let loaded =
+        tokio::task::spawn_blocking(move || Embedder::load(EmbedConfig::new(PathBuf::from(dir))))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|e| panic!("CAIRN_EMBED_MODEL does not hold a loadable model: {e}"));
     let _ = EMBEDDER.set(Some(loaded));
     EMBEDDER.get().cloned().flatten()
 }
@@ -164,7 +165,9 @@ impl TestServer {
     ) -> TestServer {
         if std::env::var_os("CAIRN_TEST_LOG").is_some() {
             let _ = tracing_subscriber::fmt()
-                .with_env_filter(tracing_subscriber::EnvFilter::new("info,cairn=debug,sqlx=warn"))
+                .with_env_filter(tracing_subscriber::EnvFilter::new(
+                    "info,cairn=debug,sqlx=warn",
+                ))
                 .with_test_writer()
                 .try_init();
         }
@@ -317,7 +320,10 @@ impl TestServer {
         let form = reqwest::multipart::Form::new()
             .text("operations", ops.to_string())
             .text("map", json!({ "0": ["variables.f"] }).to_string())
-            .part("0", reqwest::multipart::Part::bytes(bytes).file_name(filename.to_owned()));
+            .part(
+                "0",
+                reqwest::multipart::Part::bytes(bytes).file_name(filename.to_owned()),
+            );
         let resp = self
             .http
             .post(format!("{}/graphql", self.url))
@@ -331,17 +337,89 @@ impl TestServer {
     }
 
     /// Uploads and returns the job id (panics on a refusal).
-    pub async fn upload_ok(&self, token: &str, corpus_id: &str, filename: &str, bytes: Vec<u8>) -> String {
-        let (status, body) = self.upload(token, corpus_id, filename, bytes, json!({})).await;
-        assert!(status == 200 && body.get("errors").is_none(), "upload refused ({status}): {body}");
-        body["data"]["uploadDocument"]["id"].as_str().unwrap_or_default().to_owned()
+    pub async fn upload_ok(
+        &self,
+        token: &str,
+        corpus_id: &str,
+        filename: &str,
+        bytes: Vec<u8>,
+    ) -> String {
+        let (status, body) = self
+            .upload(token, corpus_id, filename, bytes, json!({}))
+            .await;
+        assert!(
+            status == 200 && body.get("errors").is_none(),
+            "upload refused ({status}): {body}"
+        );
+        body["data"]["uploadDocument"]["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// Subscribes to `jobs(corpusId)`, then uploads, then collects the new job's events until
+    /// it ends (bounded: 180 s). The first event is the job's `queued` state.
+    pub async fn upload_watched(
+        &self,
+        token: &str,
+        corpus_id: &str,
+        filename: &str,
+        bytes: Vec<u8>,
+    ) -> Vec<Value> {
+        let (mut ws, ack) =
+            ws_init(self, json!({ "authorization": format!("Bearer {token}") })).await;
+        assert_eq!(
+            ack.ok().map(|v| v["type"].clone()),
+            Some(json!("connection_ack"))
+        );
+        let q = "subscription($c: ID) { jobs(corpusId: $c) { jobId state stage done total error result } }";
+        ws.send(Message::text(
+            json!({ "id": "w", "type": "subscribe", "payload": { "query": q, "variables": { "c": corpus_id } } })
+                .to_string(),
+        ))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+        // graphql-transport-ws has no subscribe acknowledgement: give the server a moment.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let job_id = self.upload_ok(token, corpus_id, filename, bytes).await;
+        let mut events = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let msg = tokio::time::timeout(left, ws_next(&mut ws))
+                .await
+                .unwrap_or_else(|_| panic!("job {job_id} did not finish in 180 s: {events:?}"));
+            let v = msg.unwrap_or_else(|c| panic!("socket closed ({c:?}) after {events:?}"));
+            let ev = v["payload"]["data"]["jobs"].clone();
+            if ev["jobId"] != json!(job_id) {
+                continue;
+            }
+            let done = matches!(
+                ev["state"].as_str(),
+                Some("SUCCEEDED" | "FAILED" | "CANCELLED")
+            );
+            events.push(ev);
+            if done {
+                break;
+            }
+        }
+        assert_eq!(
+            events.first().map(|e| e["stage"].clone()),
+            Some(json!("queued")),
+            "{events:?}"
+        );
+        events
     }
 
     /// Subscribes to `jobProgress(id)` over the WebSocket and collects events until the job
     /// ends (bounded: 180 s).
     pub async fn follow_job(&self, token: &str, job_id: &str) -> Vec<Value> {
-        let (mut ws, ack) = ws_init(self, json!({ "authorization": format!("Bearer {token}") })).await;
-        assert_eq!(ack.ok().map(|v| v["type"].clone()), Some(json!("connection_ack")));
+        let (mut ws, ack) =
+            ws_init(self, json!({ "authorization": format!("Bearer {token}") })).await;
+        assert_eq!(
+            ack.ok().map(|v| v["type"].clone()),
+            Some(json!("connection_ack"))
+        );
         let q = "subscription($id: ID!) { jobProgress(id: $id) { jobId state stage done total error result } }";
         ws.send(Message::text(
             json!({ "id": "1", "type": "subscribe", "payload": { "query": q, "variables": { "id": job_id } } })
@@ -393,7 +471,10 @@ impl TestServer {
         let running = app::start_with(&config, shared_embedder().await)
             .await
             .unwrap_or_else(|e| panic!("second instance failed to start: {e}"));
-        assert!(running.bootstrap.is_none(), "the second instance finds the team");
+        assert!(
+            running.bootstrap.is_none(),
+            "the second instance finds the team"
+        );
         TestServer {
             backend: self.backend,
             url: format!("http://{}", running.addr),
@@ -432,7 +513,9 @@ pub async fn ws_connect(s: &TestServer) -> Ws {
         .unwrap_or_else(|e| panic!("{e}"));
     req.headers_mut().insert(
         "Sec-WebSocket-Protocol",
-        "graphql-transport-ws".parse().unwrap_or_else(|e| panic!("{e}")),
+        "graphql-transport-ws"
+            .parse()
+            .unwrap_or_else(|e| panic!("{e}")),
     );
     let (ws, _) = tokio_tungstenite::connect_async(req)
         .await

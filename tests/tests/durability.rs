@@ -5,7 +5,10 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use cairn_tests::{both_backends, fresh_pg_database, repo_root, require_model, ws_init, ws_next, Backend, TestServer};
+use cairn_tests::{
+    both_backends, fresh_pg_database, repo_root, require_model, ws_init, ws_next, Backend,
+    TestServer,
+};
 use futures_util::SinkExt;
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
@@ -20,7 +23,11 @@ fn cairn_bin() -> PathBuf {
         .and_then(|deps| deps.parent())
         .map(|d| d.join("cairn"))
         .unwrap_or_default();
-    assert!(bin.is_file(), "{} is missing: run `cargo test --workspace` (it builds the binary)", bin.display());
+    assert!(
+        bin.is_file(),
+        "{} is missing: run `cargo test --workspace` (it builds the binary)",
+        bin.display()
+    );
     bin
 }
 
@@ -47,7 +54,10 @@ fn spawn(bin: &PathBuf, data: &std::path::Path, db: Option<&str>, port: u16) -> 
         Some(u) => cmd.env("DATABASE_URL", u),
         None => cmd.env_remove("DATABASE_URL"),
     };
-    Proc(cmd.spawn().unwrap_or_else(|e| panic!("cannot start cairn: {e}")))
+    Proc(
+        cmd.spawn()
+            .unwrap_or_else(|e| panic!("cannot start cairn: {e}")),
+    )
 }
 
 async fn wait_healthy(url: &str) {
@@ -101,7 +111,13 @@ async fn sigkill_while_embedding_then_restart(b: Backend) {
         .unwrap_or_else(|e| panic!("{e}"))
         .trim()
         .to_owned();
-    let c = gql(&url, &token, "mutation { createCorpus(name: \"durable\") { id } }", json!({})).await;
+    let c = gql(
+        &url,
+        &token,
+        "mutation { createCorpus(name: \"durable\") { id } }",
+        json!({}),
+    )
+    .await;
     let corpus = c["data"]["createCorpus"]["id"].clone();
     let job = gql(
         &url,
@@ -110,13 +126,23 @@ async fn sigkill_while_embedding_then_restart(b: Backend) {
         json!({ "c": corpus, "t": long_text() }),
     )
     .await;
-    let job_id = job["data"]["ingestText"]["id"].as_str().unwrap_or_default().to_owned();
+    let job_id = job["data"]["ingestText"]["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     assert!(!job_id.is_empty(), "{job}");
 
     // Watch until the job is embedding, then kill the server without warning.
     let probe = TestServer::probe(&url);
-    let (mut ws, ack) = ws_init(&probe, json!({ "authorization": format!("Bearer {token}") })).await;
-    assert_eq!(ack.ok().map(|v| v["type"].clone()), Some(json!("connection_ack")));
+    let (mut ws, ack) = ws_init(
+        &probe,
+        json!({ "authorization": format!("Bearer {token}") }),
+    )
+    .await;
+    assert_eq!(
+        ack.ok().map(|v| v["type"].clone()),
+        Some(json!("connection_ack"))
+    );
     let q = "subscription($id: ID!) { jobProgress(id: $id) { stage done total state } }";
     ws.send(Message::text(
         json!({ "id": "1", "type": "subscribe", "payload": { "query": q, "variables": { "id": job_id } } }).to_string(),
@@ -124,9 +150,14 @@ async fn sigkill_while_embedding_then_restart(b: Backend) {
     .await
     .unwrap_or_else(|e| panic!("{e}"));
     loop {
-        let m = ws_next(&mut ws).await.unwrap_or_else(|c| panic!("closed {c:?}"));
+        let m = ws_next(&mut ws)
+            .await
+            .unwrap_or_else(|c| panic!("closed {c:?}"));
         let ev = &m["payload"]["data"]["jobProgress"];
-        assert_ne!(ev["state"], "SUCCEEDED", "the job finished before it could be interrupted");
+        assert_ne!(
+            ev["state"], "SUCCEEDED",
+            "the job finished before it could be interrupted"
+        );
         if ev["stage"] == "embedding" && ev["done"].as_i64().unwrap_or(0) > 0 {
             break;
         }
@@ -140,7 +171,13 @@ async fn sigkill_while_embedding_then_restart(b: Backend) {
     wait_healthy(&url).await;
     let mut state = Value::Null;
     for _ in 0..600 {
-        let j = gql(&url, &token, "query($id: ID!) { job(id: $id) { state attempts error } }", json!({ "id": job_id })).await;
+        let j = gql(
+            &url,
+            &token,
+            "query($id: ID!) { job(id: $id) { state attempts error } }",
+            json!({ "id": job_id }),
+        )
+        .await;
         state = j["data"]["job"].clone();
         if state["state"] == "SUCCEEDED" || state["state"] == "FAILED" {
             break;
@@ -148,7 +185,10 @@ async fn sigkill_while_embedding_then_restart(b: Backend) {
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     assert_eq!(state["state"], "SUCCEEDED", "{state}");
-    assert!(state["attempts"].as_i64().unwrap_or(0) >= 2, "it ran again: {state}");
+    assert!(
+        state["attempts"].as_i64().unwrap_or(0) >= 2,
+        "it ran again: {state}"
+    );
     let docs = gql(
         &url,
         &token,
@@ -156,8 +196,16 @@ async fn sigkill_while_embedding_then_restart(b: Backend) {
         json!({ "c": corpus }),
     )
     .await;
-    assert_eq!(docs["data"]["corpus"]["documentCount"], 1, "exactly once: {docs}");
-    assert!(docs["data"]["corpus"]["documents"]["edges"][0]["node"]["chunkCount"].as_i64().unwrap_or(0) > 10);
+    assert_eq!(
+        docs["data"]["corpus"]["documentCount"], 1,
+        "exactly once: {docs}"
+    );
+    assert!(
+        docs["data"]["corpus"]["documents"]["edges"][0]["node"]["chunkCount"]
+            .as_i64()
+            .unwrap_or(0)
+            > 10
+    );
 }
 
 /// PostgreSQL only: SQLite is the single-instance embedded mode by design.
@@ -167,15 +215,26 @@ async fn two_instances_share_jobs_and_events_postgres() {
     let a = TestServer::start(Backend::Postgres).await;
     let b = a.second_instance().await;
     let c = a
-        .gql_ok(&a.owner_token, "mutation { createCorpus(name: \"shared\") { id } }", json!({}))
+        .gql_ok(
+            &a.owner_token,
+            "mutation { createCorpus(name: \"shared\") { id } }",
+            json!({}),
+        )
         .await["createCorpus"]["id"]
         .as_str()
         .unwrap_or_default()
         .to_owned();
 
     // A subscriber on instance B.
-    let (mut ws, ack) = ws_init(&b, json!({ "authorization": format!("Bearer {}", b.owner_token) })).await;
-    assert_eq!(ack.ok().map(|v| v["type"].clone()), Some(json!("connection_ack")));
+    let (mut ws, ack) = ws_init(
+        &b,
+        json!({ "authorization": format!("Bearer {}", b.owner_token) }),
+    )
+    .await;
+    assert_eq!(
+        ack.ok().map(|v| v["type"].clone()),
+        Some(json!("connection_ack"))
+    );
     ws.send(Message::text(
         json!({ "id": "j", "type": "subscribe", "payload": { "query": "subscription($c: ID) { jobs(corpusId: $c) { jobId state stage } }", "variables": { "c": c } } }).to_string(),
     ))
@@ -188,12 +247,22 @@ async fn two_instances_share_jobs_and_events_postgres() {
     let mut ids = Vec::new();
     for i in 0..n {
         let text = format!("# Note {i}\n\nShared note number {i} about the cairn on peak {i}.\n");
-        ids.push(a.upload_ok(&a.owner_token, &c, &format!("note-{i}.md"), text.into_bytes()).await);
+        ids.push(
+            a.upload_ok(
+                &a.owner_token,
+                &c,
+                &format!("note-{i}.md"),
+                text.into_bytes(),
+            )
+            .await,
+        );
     }
     let mut done = std::collections::HashSet::new();
     let mut stages_seen = 0;
     while done.len() < n {
-        let m = ws_next(&mut ws).await.unwrap_or_else(|c| panic!("closed {c:?}"));
+        let m = ws_next(&mut ws)
+            .await
+            .unwrap_or_else(|c| panic!("closed {c:?}"));
         let ev = &m["payload"]["data"]["jobs"];
         stages_seen += 1;
         if ev["state"] == "SUCCEEDED" {
@@ -204,13 +273,21 @@ async fn two_instances_share_jobs_and_events_postgres() {
     assert!(stages_seen > n * 3, "B sees every stage, not only the ends");
     for id in &ids {
         let j = b
-            .gql_ok(&b.owner_token, "query($id: ID!) { job(id: $id) { state attempts } }", json!({ "id": id }))
+            .gql_ok(
+                &b.owner_token,
+                "query($id: ID!) { job(id: $id) { state attempts } }",
+                json!({ "id": id }),
+            )
             .await;
         assert_eq!(j["job"]["state"], "SUCCEEDED");
         assert_eq!(j["job"]["attempts"], 1, "each job ran exactly once");
     }
     let count = b
-        .gql_ok(&b.owner_token, "query($c: ID!) { corpus(id: $c) { documentCount } }", json!({ "c": c }))
+        .gql_ok(
+            &b.owner_token,
+            "query($c: ID!) { corpus(id: $c) { documentCount } }",
+            json!({ "c": c }),
+        )
         .await;
     assert_eq!(count["corpus"]["documentCount"], n);
     b.stop().await;

@@ -116,7 +116,11 @@ impl GqlDocument {
 
     /// The current version's chunks, in order (`first` of them, at most 1000).
     #[graphql(complexity = "first.unwrap_or(100).clamp(0, 1000) as usize * child_complexity")]
-    async fn chunks(&self, ctx: &Context<'_>, first: Option<i32>) -> async_graphql::Result<Vec<GqlChunk>> {
+    async fn chunks(
+        &self,
+        ctx: &Context<'_>,
+        first: Option<i32>,
+    ) -> async_graphql::Result<Vec<GqlChunk>> {
         let l = loaders_of(ctx)?;
         let mut all = l
             .chunks
@@ -268,10 +272,16 @@ pub struct DocumentQuery;
 #[Object]
 impl DocumentQuery {
     /// A document the caller may read (NOT_FOUND otherwise).
-    async fn document(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Option<GqlDocument>> {
+    async fn document(
+        &self,
+        ctx: &Context<'_>,
+        id: ID,
+    ) -> async_graphql::Result<Option<GqlDocument>> {
         let p = principal_of(ctx)?;
         let id = parse_id(&id, "document")?;
-        Ok(Some(cairn_of(ctx)?.document(p, id).await.map_err(api)?.into()))
+        Ok(Some(
+            cairn_of(ctx)?.document(p, id).await.map_err(api)?.into(),
+        ))
     }
 
     /// The document's current text in pages of 25,000 characters; a page that starts inside
@@ -285,7 +295,10 @@ impl DocumentQuery {
         let p = principal_of(ctx)?;
         let id = parse_id(&id, "document")?;
         let page = usize::try_from(page).unwrap_or(0);
-        let dp = cairn_of(ctx)?.document_text(p, id, page).await.map_err(api)?;
+        let dp = cairn_of(ctx)?
+            .document_text(p, id, page)
+            .await
+            .map_err(api)?;
         Ok(DocumentPage {
             document: dp.document.into(),
             version: dp.version,
@@ -322,7 +335,10 @@ impl DocumentMutation {
     ) -> async_graphql::Result<GqlJob> {
         let p = principal_of(ctx)?;
         let corpus_id = parse_id(&corpus_id, "corpus")?;
-        let document_id = document_id.as_ref().map(|d| parse_id(d, "document")).transpose()?;
+        let document_id = document_id
+            .as_ref()
+            .map(|d| parse_id(d, "document"))
+            .transpose()?;
         let value = file.value(ctx)?;
         let job = cairn_of(ctx)?
             .upload(
@@ -355,7 +371,14 @@ impl DocumentMutation {
         let p = principal_of(ctx)?;
         let corpus_id = parse_id(&corpus_id, "corpus")?;
         let job = cairn_of(ctx)?
-            .ingest_text(p, corpus_id, &title, text, source_url, visibility.map(Into::into))
+            .ingest_text(
+                p,
+                corpus_id,
+                &title,
+                text,
+                source_url,
+                visibility.map(Into::into),
+            )
             .await
             .map_err(api)?;
         Ok(GqlJob { job, result: None })
@@ -386,12 +409,19 @@ impl DocumentMutation {
     ) -> async_graphql::Result<i64> {
         let p = principal_of(ctx)?;
         let to = parse_id(&to_corpus_id, "corpus")?;
-        let doc_ids = document_ids.as_deref().map(|d| ids(d, "document")).transpose()?;
-        let from = from_corpus_id.as_ref().map(|f| parse_id(f, "corpus")).transpose()?;
+        let doc_ids = document_ids
+            .as_deref()
+            .map(|d| ids(d, "document"))
+            .transpose()?;
+        let from = from_corpus_id
+            .as_ref()
+            .map(|f| parse_id(f, "corpus"))
+            .transpose()?;
         if doc_ids.is_none() && from.is_none() {
-            return Err(api(
-                crate::domain::InvalidInput("give documentIds or fromCorpusId".into()).into(),
-            ));
+            return Err(api(crate::domain::InvalidInput(
+                "give documentIds or fromCorpusId".into(),
+            )
+            .into()));
         }
         let n = cairn_of(ctx)?
             .move_documents(p, to, doc_ids.as_deref(), from)
@@ -457,7 +487,10 @@ impl JobSubscription {
         corpus_id: Option<ID>,
     ) -> async_graphql::Result<impl Stream<Item = GqlJobEvent>> {
         let p = principal_of(ctx)?.clone();
-        let corpus = corpus_id.as_ref().map(|c| parse_id(c, "corpus")).transpose()?;
+        let corpus = corpus_id
+            .as_ref()
+            .map(|c| parse_id(c, "corpus"))
+            .transpose()?;
         let rx = cairn_of(ctx)?.bus.subscribe();
         let admin = p.can(crate::domain::Capability::Admin);
         Ok(BroadcastStream::new(rx).filter_map(move |ev| match ev {

@@ -105,13 +105,15 @@ impl Loader<i64> for VersionsLoader {
             .map_err(Arc::new)?;
         let mut out: HashMap<i64, Vec<GqlDocumentVersion>> = HashMap::new();
         for (v, blob) in rows {
-            out.entry(v.document_id).or_default().push(GqlDocumentVersion {
-                version: v.version,
-                extracted_chars: v.extracted_chars,
-                created_at: v.created_at,
-                content_hash: blob.as_ref().map(|b| b.content_hash.clone()),
-                size: blob.map(|b| b.size),
-            });
+            out.entry(v.document_id)
+                .or_default()
+                .push(GqlDocumentVersion {
+                    version: v.version,
+                    extracted_chars: v.extracted_chars,
+                    created_at: v.created_at,
+                    content_hash: blob.as_ref().map(|b| b.content_hash.clone()),
+                    size: blob.map(|b| b.size),
+                });
         }
         Ok(out)
     }

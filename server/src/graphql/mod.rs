@@ -39,19 +39,27 @@ pub struct Limits {
 }
 
 pub fn build_schema(cairn: Cairn, limits: Limits) -> CairnSchema {
-    Schema::build(Query::default(), Mutation::default(), SubscriptionRoot::default())
-        .data(cairn)
-        .extension(ErrorCodes)
-        .limit_depth(limits.max_depth)
-        .limit_complexity(limits.max_complexity)
-        .finish()
+    Schema::build(
+        Query::default(),
+        Mutation::default(),
+        SubscriptionRoot::default(),
+    )
+    .data(cairn)
+    .extension(ErrorCodes)
+    .limit_depth(limits.max_depth)
+    .limit_complexity(limits.max_complexity)
+    .finish()
 }
 
 /// The SDL as committed in `schema.graphql`.
 pub fn sdl() -> String {
-    Schema::build(Query::default(), Mutation::default(), SubscriptionRoot::default())
-        .finish()
-        .sdl()
+    Schema::build(
+        Query::default(),
+        Mutation::default(),
+        SubscriptionRoot::default(),
+    )
+    .finish()
+    .sdl()
 }
 
 /// The per-request data for an authenticated caller (HTTP request or WebSocket connection).

@@ -6,13 +6,11 @@ pub mod metrics;
 
 use std::path::PathBuf;
 
-use async_graphql::http::{GraphiQLSource, ALL_WEBSOCKET_PROTOCOLS};
 use async_graphql::http::MultipartOptions;
+use async_graphql::http::{GraphiQLSource, ALL_WEBSOCKET_PROTOCOLS};
 use async_graphql::ParseRequestError;
 use async_graphql_axum::{GraphQLProtocol, GraphQLResponse, GraphQLWebSocket};
 use axum::body::Body;
-use tokio_util::compat::TokioAsyncReadCompatExt;
-use tokio_util::io::StreamReader;
 use axum::extract::ws::{CloseFrame, Message, WebSocketUpgrade};
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -20,6 +18,8 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{middleware, Router};
 use futures_util::{future, SinkExt, StreamExt};
+use tokio_util::compat::TokioAsyncReadCompatExt;
+use tokio_util::io::StreamReader;
 use tower_http::services::{ServeDir, ServeFile};
 use tower_http::trace::TraceLayer;
 
@@ -98,11 +98,19 @@ async fn graphql_http(State(s): State<HttpState>, headers: HeaderMap, body: Body
         Some(token) => match s.cairn.authenticate(token).await {
             Ok(p) => Some(p),
             Err(ServiceError::Auth(AuthError::InvalidToken)) => {
-                return refusal(StatusCode::UNAUTHORIZED, error::UNAUTHENTICATED, "invalid or revoked token");
+                return refusal(
+                    StatusCode::UNAUTHORIZED,
+                    error::UNAUTHENTICATED,
+                    "invalid or revoked token",
+                );
             }
             Err(e) => {
                 tracing::error!(error = %e, "authentication failed");
-                return refusal(StatusCode::INTERNAL_SERVER_ERROR, error::INTERNAL, "internal error");
+                return refusal(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    error::INTERNAL,
+                    "internal error",
+                );
             }
         },
         None => None,
@@ -129,7 +137,10 @@ async fn graphql_http(State(s): State<HttpState>, headers: HeaderMap, body: Body
         let item = chunk.map_err(std::io::Error::other).and_then(|bytes| {
             *seen += bytes.len() as u64;
             if *seen > limit {
-                Err(std::io::Error::new(std::io::ErrorKind::FileTooLarge, "request body over the cap"))
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::FileTooLarge,
+                    "request body over the cap",
+                ))
             } else {
                 Ok(bytes)
             }
@@ -137,7 +148,9 @@ async fn graphql_http(State(s): State<HttpState>, headers: HeaderMap, body: Body
         future::ready(Some(item))
     });
     let reader = StreamReader::new(stream).compat();
-    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok());
     let opts = MultipartOptions::default()
         .max_file_size(usize::try_from(cap).unwrap_or(usize::MAX))
         .max_num_files(4);
@@ -148,11 +161,17 @@ async fn graphql_http(State(s): State<HttpState>, headers: HeaderMap, body: Body
             return too_large()
         }
         Err(e) => {
-            return refusal(StatusCode::BAD_REQUEST, error::BAD_USER_INPUT, &format!("malformed request: {e}"))
+            return refusal(
+                StatusCode::BAD_REQUEST,
+                error::BAD_USER_INPUT,
+                &format!("malformed request: {e}"),
+            )
         }
     };
     if let Some(p) = principal {
-        req = req.data(graphql::loaders::Loaders::new(&s.cairn, &p)).data(p);
+        req = req
+            .data(graphql::loaders::Loaders::new(&s.cairn, &p))
+            .data(p);
     }
     // Without a token, every field that needs a principal answers UNAUTHENTICATED.
     GraphQLResponse::from(s.schema.execute(req).await).into_response()

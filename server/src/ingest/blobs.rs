@@ -37,7 +37,10 @@ impl BlobStore {
     }
 
     pub fn data_dir(&self) -> PathBuf {
-        self.root.parent().map(Path::to_path_buf).unwrap_or_default()
+        self.root
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default()
     }
 
     pub fn path_of(&self, storage_uri: &str) -> PathBuf {
@@ -46,7 +49,12 @@ impl BlobStore {
 
     /// Streams `reader` into the store, hashing as it goes, refusing past `limit` bytes
     /// (nothing is left behind then). Blocking: call from a blocking thread.
-    pub fn write(&self, mut reader: impl Read, ext: &str, limit: u64) -> Result<StoredBlob, BlobError> {
+    pub fn write(
+        &self,
+        mut reader: impl Read,
+        ext: &str,
+        limit: u64,
+    ) -> Result<StoredBlob, BlobError> {
         std::fs::create_dir_all(&self.root)?;
         let tmp = self.root.join(format!(
             ".partial.{}.{:016x}",
@@ -111,7 +119,13 @@ pub fn sanitize_filename(raw: &str) -> String {
     let base = raw.rsplit(['/', '\\']).next().unwrap_or_default();
     let cleaned: String = base
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
         .take(200)
         .collect();
     if cleaned.chars().all(|c| c == '.') {
@@ -139,7 +153,10 @@ mod tests {
     fn filenames_are_defanged() {
         assert_eq!(sanitize_filename("../../etc/passwd"), "passwd");
         assert_eq!(sanitize_filename("..\\..\\boot.ini"), "boot.ini");
-        assert_eq!(sanitize_filename("a b;rm -rf $(x).pdf"), "a_b_rm_-rf___x_.pdf");
+        assert_eq!(
+            sanitize_filename("a b;rm -rf $(x).pdf"),
+            "a_b_rm_-rf___x_.pdf"
+        );
         assert_eq!(sanitize_filename(".."), "upload");
         assert_eq!(sanitize_filename(""), "upload");
         assert_eq!(sanitize_filename("dir/"), "upload");
@@ -153,13 +170,25 @@ mod tests {
     fn blobs_are_content_addressed_and_capped() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let store = BlobStore::new(dir.path());
-        let a = store.write(&b"hello"[..], ".txt", 100).unwrap_or_else(|e| panic!("{e}"));
-        let b = store.write(&b"hello"[..], ".txt", 100).unwrap_or_else(|e| panic!("{e}"));
+        let a = store
+            .write(&b"hello"[..], ".txt", 100)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let b = store
+            .write(&b"hello"[..], ".txt", 100)
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(a.storage_uri, b.storage_uri);
-        assert!(a.storage_uri.starts_with(&format!("blobs/{}/", &a.content_hash[..2])));
-        assert_eq!(std::fs::read(store.path_of(&a.storage_uri)).unwrap_or_default(), b"hello");
+        assert!(a
+            .storage_uri
+            .starts_with(&format!("blobs/{}/", &a.content_hash[..2])));
+        assert_eq!(
+            std::fs::read(store.path_of(&a.storage_uri)).unwrap_or_default(),
+            b"hello"
+        );
         let big = vec![7u8; 1000];
-        assert!(matches!(store.write(&big[..], ".bin", 999), Err(BlobError::TooLarge { .. })));
+        assert!(matches!(
+            store.write(&big[..], ".bin", 999),
+            Err(BlobError::TooLarge { .. })
+        ));
         // Nothing but the one blob (and its shard directory) is left.
         let leftovers: Vec<_> = std::fs::read_dir(dir.path().join("blobs"))
             .unwrap_or_else(|e| panic!("{e}"))

@@ -13,7 +13,6 @@
 
 pub mod blobs;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_embed::{BatchDone, Embedder};
@@ -96,7 +95,7 @@ impl IngestRunner {
     async fn extract_text(&self, p: &IngestPayload) -> Result<String, JobError> {
         let path = self.blobs.path_of(&p.storage_uri);
         let filename = p.filename.clone();
-        let limits = self.limits.clone();
+        let limits = self.limits;
         let work = tokio::task::spawn_blocking(move || {
             let bytes = std::fs::read(&path)
                 .map_err(|e| JobError::Transient(format!("cannot read the stored file: {e}")))?;
@@ -150,7 +149,11 @@ impl Runner for IngestRunner {
             },
         };
         if p.document_id.is_none() {
-            if let Some(dup) = self.store.readable_duplicate(&owner, &p.content_hash).await? {
+            if let Some(dup) = self
+                .store
+                .readable_duplicate(&owner, &p.content_hash)
+                .await?
+            {
                 if dup.document.chunk_count > 0 {
                     let d = dup.document;
                     return Ok(json!({
@@ -209,7 +212,15 @@ impl Runner for IngestRunner {
             // Batches that finished together with the last one.
             while let Ok(b) = rx.try_recv() {
                 self.store
-                    .insert_usage(job.team_id, "embed", &model, b.tokens as i64, 0, 0.0, Some(job.id))
+                    .insert_usage(
+                        job.team_id,
+                        "embed",
+                        &model,
+                        b.tokens as i64,
+                        0,
+                        0.0,
+                        Some(job.id),
+                    )
                     .await?;
             }
             ctx.progress("embedding", Some(total), Some(total)).await?;
@@ -267,7 +278,11 @@ impl Runner for IngestRunner {
                 return;
             }
         }
-        match self.store.blob_pending_elsewhere(&p.content_hash, job.id).await {
+        match self
+            .store
+            .blob_pending_elsewhere(&p.content_hash, job.id)
+            .await
+        {
             Ok(false) => self.blobs.remove(&p.storage_uri),
             Ok(true) => {}
             Err(e) => tracing::warn!(error = %e, "blob cleanup skipped"),
@@ -285,5 +300,3 @@ pub struct IngestSettings {
 pub fn may_replace(p: &Principal, doc: &entity::prelude::Document) -> bool {
     doc.team_id == p.team_id && (doc.owner_id == p.user_id || p.can(Capability::Admin))
 }
-
-pub type SharedRunner = Arc<dyn Runner>;

@@ -73,7 +73,12 @@ fn retry_seq(attempts: i32) -> i64 {
 impl JobContext {
     /// Records and publishes a stage (with `done`/`total` when counting). Fails with
     /// [`JobError::Stopped`] when the job was cancelled or its lease taken over.
-    pub async fn progress(&self, stage: &str, done: Option<i64>, total: Option<i64>) -> Result<(), JobError> {
+    pub async fn progress(
+        &self,
+        stage: &str,
+        done: Option<i64>,
+        total: Option<i64>,
+    ) -> Result<(), JobError> {
         let seq = self.seq.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
         let progress = json!({ "done": done, "total": total, "seq": seq });
         let held = self
@@ -83,7 +88,9 @@ impl JobContext {
         if !held {
             return Err(JobError::Stopped);
         }
-        publish(&self.bus, &self.job, "running", stage, done, total, None, None, seq);
+        publish(
+            &self.bus, &self.job, "running", stage, done, total, None, None, seq,
+        );
         Ok(())
     }
 
@@ -139,7 +146,11 @@ pub fn snapshot(job: &Job) -> JobEvent {
         done: num("done"),
         total: num("total"),
         error: job.error.clone(),
-        result: if job.state == "succeeded" { job.result.clone() } else { None },
+        result: if job.state == "succeeded" {
+            job.result.clone()
+        } else {
+            None
+        },
         seq: match job.state.as_str() {
             "succeeded" | "failed" | "cancelled" => i64::MAX,
             _ => num("seq").unwrap_or(0),
@@ -253,7 +264,10 @@ impl Worker {
                 }
             };
             match claimed {
-                Some(job) => self.run_one(job, lease).await,
+                Some(job) => {
+                    tracing::debug!(job = job.id, attempt = job.attempts, owner = %self.owner, "claimed");
+                    self.run_one(job, lease).await
+                }
                 None => {
                     let notified = self.wake.notified();
                     tokio::select! {
@@ -267,21 +281,41 @@ impl Worker {
     }
 
     async fn run_one(&self, job: Job, lease: Duration) {
-        let span = tracing::info_span!("job", id = job.id, kind = %job.kind, attempt = job.attempts);
+        let span =
+            tracing::info_span!("job", id = job.id, kind = %job.kind, attempt = job.attempts);
         let _enter = span.enter();
         let Some(runner) = self.runners.get(job.kind.as_str()).cloned() else {
             let error = format!("unknown job kind `{}`", job.kind);
-            self.finish(&job, Finish::Failed { error: error.clone() }, None, Some(error)).await;
+            self.finish(
+                &job,
+                Finish::Failed {
+                    error: error.clone(),
+                },
+                None,
+                Some(error),
+            )
+            .await;
             return;
         };
         if job.attempts > job.max_attempts {
             let error = format!(
                 "gave up after {} attempts{}",
                 job.max_attempts,
-                job.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default()
+                job.error
+                    .as_deref()
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_default()
             );
             runner.on_failed(&job).await;
-            self.finish(&job, Finish::Failed { error: error.clone() }, None, Some(error)).await;
+            self.finish(
+                &job,
+                Finish::Failed {
+                    error: error.clone(),
+                },
+                None,
+                Some(error),
+            )
+            .await;
             return;
         }
         let ctx = JobContext {
@@ -304,7 +338,7 @@ impl Worker {
                 loop {
                     tokio::time::sleep(every).await;
                     match store.renew_lease(id, &owner, lease).await {
-                        Ok(true) => {}
+                        Ok(true) => tracing::debug!(job = id, "lease renewed"),
                         Ok(false) => {
                             let _ = lost_tx.send(true);
                             return;
@@ -321,40 +355,92 @@ impl Worker {
         keeper.abort();
         match outcome {
             Ok(result) => {
-                self.finish(&job, Finish::Succeeded { result: result.clone() }, Some(result), None)
-                    .await;
+                self.finish(
+                    &job,
+                    Finish::Succeeded {
+                        result: result.clone(),
+                    },
+                    Some(result),
+                    None,
+                )
+                .await;
             }
             Err(JobError::Stopped) => {
                 tracing::info!("job stopped (cancelled or taken over)");
                 if let Ok(Some(now)) = self.store.job(job.id).await {
                     if now.state == "cancelled" {
                         runner.on_failed(&now).await;
-                        publish(&self.bus, &now, "cancelled", "cancelled", None, None, None, None, i64::MAX);
+                        publish(
+                            &self.bus,
+                            &now,
+                            "cancelled",
+                            "cancelled",
+                            None,
+                            None,
+                            None,
+                            None,
+                            i64::MAX,
+                        );
                     }
                 }
             }
             Err(JobError::Permanent(error)) => {
                 tracing::warn!(%error, "job failed");
                 runner.on_failed(&job).await;
-                self.finish(&job, Finish::Failed { error: error.clone() }, None, Some(error)).await;
+                self.finish(
+                    &job,
+                    Finish::Failed {
+                        error: error.clone(),
+                    },
+                    None,
+                    Some(error),
+                )
+                .await;
             }
             Err(JobError::Transient(error)) if job.attempts < job.max_attempts => {
-                let factor = 2u32.saturating_pow(u32::try_from(job.attempts.max(1) - 1).unwrap_or(0));
-                let after = Duration::from_std(self.cfg.backoff_base * factor).unwrap_or(Duration::seconds(60));
+                let factor =
+                    2u32.saturating_pow(u32::try_from(job.attempts.max(1) - 1).unwrap_or(0));
+                let after = Duration::from_std(self.cfg.backoff_base * factor)
+                    .unwrap_or(Duration::seconds(60));
                 tracing::warn!(%error, retry_in_s = after.num_seconds(), "job attempt failed; will retry");
                 let held = self
                     .store
-                    .finish_job(job.id, &self.owner, Finish::Retry { error: error.clone(), after })
+                    .finish_job(
+                        job.id,
+                        &self.owner,
+                        Finish::Retry {
+                            error: error.clone(),
+                            after,
+                        },
+                    )
                     .await
                     .unwrap_or(false);
                 if held {
-                    publish(&self.bus, &job, "queued", "queued", None, None, Some(error), None, retry_seq(job.attempts));
+                    publish(
+                        &self.bus,
+                        &job,
+                        "queued",
+                        "queued",
+                        None,
+                        None,
+                        Some(error),
+                        None,
+                        retry_seq(job.attempts),
+                    );
                 }
             }
             Err(JobError::Transient(error)) => {
                 let error = format!("gave up after {} attempts: {error}", job.attempts);
                 runner.on_failed(&job).await;
-                self.finish(&job, Finish::Failed { error: error.clone() }, None, Some(error)).await;
+                self.finish(
+                    &job,
+                    Finish::Failed {
+                        error: error.clone(),
+                    },
+                    None,
+                    Some(error),
+                )
+                .await;
             }
         }
     }
@@ -367,7 +453,11 @@ impl Worker {
         };
         match self.store.finish_job(job.id, &self.owner, how).await {
             Ok(true) => {
-                let seq = if state == "queued" { retry_seq(job.attempts) } else { i64::MAX };
+                let seq = if state == "queued" {
+                    retry_seq(job.attempts)
+                } else {
+                    i64::MAX
+                };
                 publish(&self.bus, job, state, stage, None, None, error, result, seq)
             }
             Ok(false) => tracing::info!("job was cancelled or taken over before it finished"),

@@ -87,7 +87,11 @@ impl Cairn {
             title,
             corpus_id: corpus.id,
             owner_id: p.user_id,
-            visibility: req.visibility.unwrap_or(Visibility::Team).as_str().to_owned(),
+            visibility: req
+                .visibility
+                .unwrap_or(Visibility::Team)
+                .as_str()
+                .to_owned(),
             document_id: req.document_id,
             source_url: req.source_url,
         };
@@ -178,7 +182,11 @@ impl Cairn {
             .ok_or(ServiceError::NotFound("document"))
     }
 
-    pub async fn documents_by_ids(&self, p: &Principal, ids: &[i64]) -> ServiceResult<Vec<Document>> {
+    pub async fn documents_by_ids(
+        &self,
+        p: &Principal,
+        ids: &[i64],
+    ) -> ServiceResult<Vec<Document>> {
         Ok(self.store.readable_documents(p, ids).await?)
     }
 
@@ -190,7 +198,10 @@ impl Cairn {
         limit: u64,
     ) -> ServiceResult<Vec<Document>> {
         p.require(Capability::CorpusRead)?;
-        Ok(self.store.corpus_documents(p, corpus_id, after, limit).await?)
+        Ok(self
+            .store
+            .corpus_documents(p, corpus_id, after, limit)
+            .await?)
     }
 
     /// Versions of documents the caller can read (ids not readable yield nothing).
@@ -204,18 +215,26 @@ impl Cairn {
     }
 
     /// The current chunks of readable documents (dataloader batch).
-    pub async fn current_chunks(&self, p: &Principal, ids: &[i64]) -> ServiceResult<Vec<entity::prelude::Chunk>> {
+    pub async fn current_chunks(
+        &self,
+        p: &Principal,
+        ids: &[i64],
+    ) -> ServiceResult<Vec<entity::prelude::Chunk>> {
         Ok(self.store.current_chunks(p, ids).await?)
     }
 
     /// Page `page` (1-based) of a document's current text, 25,000 characters a page; a page
     /// that starts inside a section opens with `## section (continued)`.
-    pub async fn document_text(&self, p: &Principal, id: i64, page: usize) -> ServiceResult<DocumentPage> {
+    pub async fn document_text(
+        &self,
+        p: &Principal,
+        id: i64,
+        page: usize,
+    ) -> ServiceResult<DocumentPage> {
         let document = self.document(p, id).await?;
         let chunks = self.store.chunks_of(id, document.current_version).await?;
-        let pieces: Vec<(Option<String>, String)> = dedupe_overlap(
-            chunks.into_iter().map(|c| (c.section, c.content)).collect(),
-        );
+        let pieces: Vec<(Option<String>, String)> =
+            dedupe_overlap(chunks.into_iter().map(|c| (c.section, c.content)).collect());
         let pages = paginate(&pieces, DOC_PAGE_CHARS);
         let page_count = pages.len().max(1);
         if page == 0 || page > page_count {
@@ -244,7 +263,12 @@ impl Cairn {
             self.blobs.remove(uri);
         }
         self.store
-            .audit(Some(p.team_id), Some(p.user_id), "document.delete", Some(&id.to_string()))
+            .audit(
+                Some(p.team_id),
+                Some(p.user_id),
+                "document.delete",
+                Some(&id.to_string()),
+            )
             .await?;
         Ok(true)
     }
@@ -265,7 +289,12 @@ impl Cairn {
         Ok(self.store.move_documents(p, to, ids, from).await?)
     }
 
-    pub async fn set_visibility(&self, p: &Principal, id: i64, v: Visibility) -> ServiceResult<Document> {
+    pub async fn set_visibility(
+        &self,
+        p: &Principal,
+        id: i64,
+        v: Visibility,
+    ) -> ServiceResult<Document> {
         p.require(Capability::DocumentUpload)?;
         let doc = self
             .store
@@ -330,7 +359,11 @@ fn paginate(pieces: &[(Option<String>, String)], size: usize) -> Vec<String> {
                 cur_chars += 2;
             }
             let room = size.saturating_sub(cur_chars).max(1);
-            let take: usize = rest.char_indices().nth(room).map(|(i, _)| i).unwrap_or(rest.len());
+            let take: usize = rest
+                .char_indices()
+                .nth(room)
+                .map(|(i, _)| i)
+                .unwrap_or(rest.len());
             cur.push_str(&rest[..take]);
             cur_chars += rest[..take].chars().count();
             rest = &rest[take..];
@@ -365,8 +398,14 @@ mod tests {
         let pieces = vec![(Some("Big".to_owned()), body)];
         let pages = paginate(&pieces, DOC_PAGE_CHARS);
         assert_eq!(pages.len(), 2);
-        assert!(pages.iter().all(|p| p.chars().count() <= DOC_PAGE_CHARS + 40));
-        assert!(pages[1].starts_with("## Big (continued)\n\n"), "{}", &pages[1][..30]);
+        assert!(pages
+            .iter()
+            .all(|p| p.chars().count() <= DOC_PAGE_CHARS + 40));
+        assert!(
+            pages[1].starts_with("## Big (continued)\n\n"),
+            "{}",
+            &pages[1][..30]
+        );
         assert!(!pages[0].starts_with("##"));
         assert_eq!(paginate(&[], 10), vec![String::new()]);
     }

@@ -66,7 +66,13 @@ pub const DEFAULT_OWNER: &str = "admin";
 pub const INITIAL_TOKEN_FILE: &str = "initial-token";
 
 impl Cairn {
-    pub fn new(store: Store, bus: Bus, blobs: BlobStore, queue: Queue, settings: IngestSettings) -> Cairn {
+    pub fn new(
+        store: Store,
+        bus: Bus,
+        blobs: BlobStore,
+        queue: Queue,
+        settings: IngestSettings,
+    ) -> Cairn {
         Cairn {
             store,
             bus,

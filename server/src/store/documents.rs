@@ -81,7 +81,8 @@ impl Store {
         let mut q = Sql::new(self.backend());
         q.push("SELECT d.* FROM documents d JOIN document_versions v ON v.document_id = d.id AND v.version = d.current_version JOIN content_blobs b ON b.id = v.blob_id WHERE d.team_id = ")
             .bind(p.team_id);
-        q.push(" AND b.content_hash = ").bind(content_hash.to_owned());
+        q.push(" AND b.content_hash = ")
+            .bind(content_hash.to_owned());
         q.push(" AND ");
         Readable::new(p).push_documents(&mut q, "d");
         q.push(" ORDER BY d.chunk_count DESC, d.id LIMIT 1");
@@ -105,12 +106,17 @@ impl Store {
     }
 
     /// Readable documents among `ids` (dataloader batch).
-    pub async fn readable_documents(&self, p: &Principal, ids: &[i64]) -> StoreResult<Vec<Document>> {
+    pub async fn readable_documents(
+        &self,
+        p: &Principal,
+        ids: &[i64],
+    ) -> StoreResult<Vec<Document>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
         let mut q = Sql::new(self.backend());
-        q.push("SELECT d.* FROM documents d WHERE d.id IN ").push_list(ids.iter().copied());
+        q.push("SELECT d.* FROM documents d WHERE d.id IN ")
+            .push_list(ids.iter().copied());
         q.push(" AND ");
         Readable::new(p).push_documents(&mut q, "d");
         Ok(Documents::find()
@@ -128,7 +134,8 @@ impl Store {
         limit: u64,
     ) -> StoreResult<Vec<Document>> {
         let mut q = Sql::new(self.backend());
-        q.push("SELECT d.* FROM documents d WHERE d.corpus_id = ").bind(corpus_id);
+        q.push("SELECT d.* FROM documents d WHERE d.corpus_id = ")
+            .bind(corpus_id);
         if let Some(a) = after {
             q.push(" AND d.id > ").bind(a);
         }
@@ -237,7 +244,9 @@ impl Store {
                 let doc = Documents::find_by_id(document_id)
                     .one(&tx)
                     .await?
-                    .ok_or_else(|| StoreError::Corrupt(format!("document {document_id} vanished")))?;
+                    .ok_or_else(|| {
+                        StoreError::Corrupt(format!("document {document_id} vanished"))
+                    })?;
                 let version = doc.current_version + 1;
                 insert_version(&tx, doc.id, version, blob_id, s.extracted_chars).await?;
                 delete_chunks(&tx, doc.id).await?;
@@ -255,11 +264,14 @@ impl Store {
                 let doc = Documents::find_by_id(document_id)
                     .one(&tx)
                     .await?
-                    .ok_or_else(|| StoreError::Corrupt(format!("document {document_id} vanished")))?;
+                    .ok_or_else(|| {
+                        StoreError::Corrupt(format!("document {document_id} vanished"))
+                    })?;
                 let version = doc.current_version;
                 delete_chunks(&tx, doc.id).await?;
                 let mut q = Sql::new(self.backend());
-                q.push("UPDATE document_versions SET extracted_chars = ").bind(s.extracted_chars);
+                q.push("UPDATE document_versions SET extracted_chars = ")
+                    .bind(s.extracted_chars);
                 q.push(" WHERE document_id = ").bind(doc.id);
                 q.push(" AND version = ").bind(version);
                 tx.execute_raw(q.build()).await?;
@@ -276,13 +288,23 @@ impl Store {
                 if i > 0 {
                     q.push(", ");
                 }
-                q.push("(").bind(doc.team_id).push(", ").bind(doc.id).push(", ").bind(version);
+                q.push("(")
+                    .bind(doc.team_id)
+                    .push(", ")
+                    .bind(doc.id)
+                    .push(", ")
+                    .bind(version);
                 q.push(", ").bind(doc.corpus_id).push(", ").bind(c.index);
-                q.push(", ").bind(c.content.clone()).push(", ").bind(c.section.clone());
+                q.push(", ")
+                    .bind(c.content.clone())
+                    .push(", ")
+                    .bind(c.section.clone());
                 q.push(", ").bind(c.page).push(", ");
                 match self.backend() {
                     DatabaseBackend::Postgres => {
-                        q.push("'{}'::jsonb, CAST(").bind(vector_literal(&c.embedding)).push(" AS vector)");
+                        q.push("'{}'::jsonb, CAST(")
+                            .bind(vector_literal(&c.embedding))
+                            .push(" AS vector)");
                     }
                     _ => {
                         q.push("'{}', ").bind(f32_blob(&c.embedding));
@@ -349,7 +371,8 @@ impl Store {
     ) -> StoreResult<u64> {
         let tx = self.connection().begin().await?;
         let mut sel = Sql::new(self.backend());
-        sel.push("SELECT d.id FROM documents d WHERE d.team_id = ").bind(p.team_id);
+        sel.push("SELECT d.id FROM documents d WHERE d.team_id = ")
+            .bind(p.team_id);
         if let Some(ids) = ids {
             if ids.is_empty() {
                 return Ok(0);
@@ -372,8 +395,15 @@ impl Store {
         }
         for table in ["documents", "chunks"] {
             let mut q = Sql::new(self.backend());
-            q.push("UPDATE ").push(table).push(" SET corpus_id = ").bind(to);
-            q.push(if table == "documents" { " WHERE id IN " } else { " WHERE document_id IN " });
+            q.push("UPDATE ")
+                .push(table)
+                .push(" SET corpus_id = ")
+                .bind(to);
+            q.push(if table == "documents" {
+                " WHERE id IN "
+            } else {
+                " WHERE document_id IN "
+            });
             q.push_list(moving.iter().copied());
             tx.execute_raw(q.build()).await?;
         }

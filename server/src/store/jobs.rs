@@ -28,10 +28,17 @@ pub struct NewJob {
 
 /// How a finished attempt ended.
 pub enum Finish {
-    Succeeded { result: Json },
+    Succeeded {
+        result: Json,
+    },
     /// Retry after `after` (state back to queued), keeping the error for the record.
-    Retry { error: String, after: Duration },
-    Failed { error: String },
+    Retry {
+        error: String,
+        after: Duration,
+    },
+    Failed {
+        error: String,
+    },
 }
 
 impl Store {
@@ -84,7 +91,8 @@ impl Store {
     pub async fn claim_job(&self, owner: &str, lease: Duration) -> StoreResult<Option<Job>> {
         let now = Utc::now();
         let mut q = Sql::new(self.backend());
-        q.push("UPDATE jobs SET state = 'running', lease_owner = ").bind(owner.to_owned());
+        q.push("UPDATE jobs SET state = 'running', lease_owner = ")
+            .bind(owner.to_owned());
         q.push(", lease_until = ").bind(now + lease);
         q.push(", attempts = attempts + 1, updated_at = ").bind(now);
         q.push(" WHERE id = (SELECT id FROM jobs WHERE (state = 'queued' AND ");
@@ -134,7 +142,8 @@ impl Store {
     /// no longer this owner's (cancelled or taken over).
     pub async fn renew_lease(&self, id: i64, owner: &str, lease: Duration) -> StoreResult<bool> {
         let mut q = Sql::new(self.backend());
-        q.push("UPDATE jobs SET lease_until = ").bind(Utc::now() + lease);
+        q.push("UPDATE jobs SET lease_until = ")
+            .bind(Utc::now() + lease);
         q.push(" WHERE id = ").bind(id);
         q.push(" AND lease_owner = ").bind(owner.to_owned());
         q.push(" AND state = 'running'");
@@ -146,7 +155,8 @@ impl Store {
     pub async fn finish_job(&self, id: i64, owner: &str, how: Finish) -> StoreResult<bool> {
         let now = Utc::now();
         let mut q = Sql::new(self.backend());
-        q.push("UPDATE jobs SET lease_owner = NULL, lease_until = NULL, updated_at = ").bind(now);
+        q.push("UPDATE jobs SET lease_owner = NULL, lease_until = NULL, updated_at = ")
+            .bind(now);
         match how {
             Finish::Succeeded { result } => {
                 q.push(", state = 'succeeded', stage = 'searchable', error = NULL, result = ")
@@ -157,7 +167,8 @@ impl Store {
                 q.push(", run_after = ").bind(now + after);
             }
             Finish::Failed { error } => {
-                q.push(", state = 'failed', stage = 'failed', error = ").bind(error);
+                q.push(", state = 'failed', stage = 'failed', error = ")
+                    .bind(error);
             }
         }
         q.push(" WHERE id = ").bind(id);
@@ -197,7 +208,8 @@ impl Store {
     /// gets true hands the result out; every later caller gets the state only.
     pub async fn take_job_result(&self, id: i64) -> StoreResult<bool> {
         let mut q = Sql::new(self.backend());
-        q.push("UPDATE jobs SET result_delivered_at = ").bind(Utc::now());
+        q.push("UPDATE jobs SET result_delivered_at = ")
+            .bind(Utc::now());
         q.push(" WHERE id = ").bind(id);
         q.push(" AND state = 'succeeded' AND result_delivered_at IS NULL");
         let r = self.connection().execute_raw(q.build()).await?;
@@ -206,7 +218,11 @@ impl Store {
 
     /// Whether a queued or running job other than `except` carries this content hash (its
     /// blob file must then stay).
-    pub async fn blob_pending_elsewhere(&self, content_hash: &str, except: i64) -> StoreResult<bool> {
+    pub async fn blob_pending_elsewhere(
+        &self,
+        content_hash: &str,
+        except: i64,
+    ) -> StoreResult<bool> {
         let mut q = Sql::new(self.backend());
         q.push("SELECT COUNT(*) FROM jobs WHERE state IN ('queued', 'running') AND id <> ")
             .bind(except);

@@ -135,7 +135,11 @@ impl Store {
     /// `NOTIFY channel, payload` (PostgreSQL).
     pub async fn notify(&self, channel: &str, payload: &str) -> StoreResult<()> {
         let mut q = Sql::new(self.backend());
-        q.push("SELECT pg_notify(").bind(channel.to_owned()).push(", ").bind(payload.to_owned()).push(")");
+        q.push("SELECT pg_notify(")
+            .bind(channel.to_owned())
+            .push(", ")
+            .bind(payload.to_owned())
+            .push(")");
         self.db.query_one_raw(q.build()).await?;
         Ok(())
     }
@@ -310,7 +314,11 @@ impl Store {
     }
 
     /// The team's own corpus with this name.
-    pub async fn team_corpus_by_name(&self, team_id: i64, name: &str) -> StoreResult<Option<Corpus>> {
+    pub async fn team_corpus_by_name(
+        &self,
+        team_id: i64,
+        name: &str,
+    ) -> StoreResult<Option<Corpus>> {
         Ok(Corpora::find()
             .filter(CorpusColumn::TeamId.eq(team_id))
             .filter(CorpusColumn::Name.eq(name))
@@ -319,7 +327,11 @@ impl Store {
     }
 
     /// Corpora among `ids` that the team may see.
-    pub async fn visible_corpora_by_ids(&self, team_id: i64, ids: &[i64]) -> StoreResult<Vec<Corpus>> {
+    pub async fn visible_corpora_by_ids(
+        &self,
+        team_id: i64,
+        ids: &[i64],
+    ) -> StoreResult<Vec<Corpus>> {
         Ok(Corpora::find()
             .filter(visible_to_team(team_id))
             .filter(CorpusColumn::Id.is_in(ids.iter().copied()))
