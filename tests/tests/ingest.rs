@@ -17,6 +17,7 @@ both_backends!(
     duplicates_versions_and_deletes,
     result_is_delivered_once_and_jobs_cancel,
     oversized_body_is_refused_while_streaming,
+    move_visibility_and_usage,
 );
 
 fn fixture(name: &str) -> Vec<u8> {
@@ -526,5 +527,99 @@ async fn oversized_body_is_refused_while_streaming(b: Backend) {
         "nothing stored"
     );
     assert_eq!(s.get("/healthz").await.0, 200);
+    s.stop().await;
+}
+
+async fn move_visibility_and_usage(b: Backend) {
+    require_model();
+    let s = TestServer::start(b).await;
+    let a = corpus(&s, "drafts").await;
+    let z = corpus(&s, "published").await;
+    let (events, last) = ingest(
+        &s,
+        &a,
+        "memo.md",
+        b"# Memo\n\nThe ferry leaves at nine.\n".to_vec(),
+    )
+    .await;
+    let doc = last["result"]["documentId"].to_string();
+    // Every embedding batch wrote a usage row for the job.
+    let job_id: i64 = events[0]["jobId"]
+        .as_str()
+        .unwrap_or_default()
+        .parse()
+        .unwrap_or_default();
+    let usage = s
+        .cairn()
+        .store
+        .job_usage(job_id)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        !usage.is_empty()
+            && usage
+                .iter()
+                .all(|u| u.kind == "embed" && u.input_tokens > 0),
+        "{usage:?}"
+    );
+
+    let (_, bob) = s.user_with_token("bob", "MEMBER").await;
+    let q = "query($id: ID!) { document(id: $id) { title visibility corpus { name } } }";
+    assert_eq!(
+        s.gql_ok(&bob, q, json!({ "id": doc })).await["document"]["title"],
+        "memo"
+    );
+    // Private: the colleague no longer sees it, nor can he change it back.
+    let set = "mutation($id: ID!, $v: Visibility!) { setVisibility(documentId: $id, visibility: $v) { visibility } }";
+    let r = s
+        .gql_ok(&s.owner_token, set, json!({ "id": doc, "v": "PRIVATE" }))
+        .await;
+    assert_eq!(r["setVisibility"]["visibility"], "PRIVATE");
+    assert_eq!(
+        error_code(&s.gql(&bob, q, json!({ "id": doc })).await),
+        Some("NOT_FOUND")
+    );
+    assert_eq!(
+        error_code(&s.gql(&bob, set, json!({ "id": doc, "v": "TEAM" })).await),
+        Some("NOT_FOUND")
+    );
+    let count = "query($c: ID!) { corpus(id: $c) { documentCount chunkCount } }";
+    assert_eq!(
+        s.gql_ok(&bob, count, json!({ "c": a })).await["corpus"]["documentCount"],
+        0
+    );
+    assert_eq!(
+        s.gql_ok(&s.owner_token, count, json!({ "c": a })).await["corpus"]["documentCount"],
+        1
+    );
+    // Moving: the document and its chunks follow; bob moving what he cannot read moves nothing.
+    let mv =
+        "mutation($to: ID!, $ids: [ID!]) { moveDocuments(toCorpusId: $to, documentIds: $ids) }";
+    assert_eq!(
+        s.gql_ok(&bob, mv, json!({ "to": z, "ids": [doc] })).await["moveDocuments"],
+        0
+    );
+    assert_eq!(
+        s.gql_ok(&s.owner_token, mv, json!({ "to": z, "ids": [doc] }))
+            .await["moveDocuments"],
+        1
+    );
+    let moved = s.gql_ok(&s.owner_token, q, json!({ "id": doc })).await;
+    assert_eq!(moved["document"]["corpus"]["name"], "published");
+    let zc = s.gql_ok(&s.owner_token, count, json!({ "c": z })).await;
+    assert_eq!(zc["corpus"]["documentCount"], 1);
+    assert!(zc["corpus"]["chunkCount"].as_i64().unwrap_or(0) >= 1);
+    let page = s
+        .gql_ok(
+            &s.owner_token,
+            "query($id: ID!) { documentText(id: $id) { page pageCount text } }",
+            json!({ "id": doc }),
+        )
+        .await;
+    assert_eq!(page["documentText"]["pageCount"], 1);
+    assert!(page["documentText"]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("ferry leaves at nine"));
     s.stop().await;
 }
