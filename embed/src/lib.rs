@@ -26,7 +26,12 @@
 //! tokens included), sorts them by token length, longest first, and packs consecutive texts
 //! into a batch while `rows × longest row` stays within [`EmbedConfig::batch_token_budget`]
 //! padded tokens. Each batch is padded only to its own longest row, so sorting keeps padding
-//! (wasted compute) small. Vectors come back in the caller's original order. After every batch
+//! (wasted compute) small. On CPU a batch larger than 2048 padded tokens goes through the model
+//! in slices of rows of about that size (rows are independent, so the vectors are unchanged):
+//! measured on 2 cores, one pass over a full 16k-token batch was ~1.3-1.5x slower, its
+//! ~100 MB intermediates streaming through memory instead of staying in cache. The budget still
+//! bounds the batch, the unit of progress reports and usage rows. Vectors come back in the
+//! caller's original order. After every batch
 //! a [`BatchDone`] goes to the optional progress channel: the running count of texts done, the
 //! total, and the real (unpadded) tokens in that batch, which the server turns into progress
 //! events and usage rows.
@@ -49,9 +54,19 @@
 //!   itself would. all-MiniLM-L6-v2 does, so its vectors have unit length and cosine similarity
 //!   is a dot product. No `modules.json` means no normalization.
 //!
+//! # Model
+//!
+//! `config.json` is read as `candle_transformers::models::bert::Config`, and the encoder is
+//! this crate's inference-only BERT (module `bert`), which takes the same weights but fuses the
+//! query/key/value projections into one matmul, uses candle's fused softmax and runs exact GELU
+//! as a vectorized CPU op, the way text-embeddings-inference restructures BERT for speed. The
+//! parity test holds its output to sentence-transformers' within 1e-4 (measured: ~2e-7).
+//!
 //! # Device
 //!
-//! CPU, f32. Built with the `cuda` feature, the first CUDA device is used when present.
+//! CPU, f32. Built with the `cuda` feature, the first CUDA device is used when present (untested
+//! here). The default `avx512` feature switches on the AVX-512 kernels of candle's matrix
+//! multiply (`gemm`'s `x86-v4`), chosen at run time only on CPUs that have AVX-512.
 
 mod batch;
 mod bert;

@@ -18,6 +18,9 @@ use crate::{BatchDone, EmbedConfig, Pooling};
 /// the weights' prefix ("" for sentence-transformers exports, "bert." for `BertFor*` checkpoints).
 const WORD_EMBEDDINGS: &str = "embeddings.word_embeddings.weight";
 
+/// Padded tokens per forward pass on CPU; a batch larger than this runs as several passes.
+const CPU_SLICE_TOKENS: usize = 2048;
+
 /// A loaded model: weights, tokenizer (padding off, truncation at `max_seq_len`), pooling rule.
 pub(crate) struct Model {
     bert: Bert,
@@ -292,11 +295,37 @@ impl Model {
         let type_ids = t(type_ids)?;
         let mask = t(mask)?;
 
+        // On CPU the forward pass goes in slices of rows (rows are independent, so the vectors
+        // are the same): activations of ~CPU_SLICE_TOKENS stay in cache, where one pass over a
+        // full 16k-token batch streams ~100 MB intermediates through memory and page-faults on
+        // every fresh allocation. Measured on 2 cores: ~1.3-1.5x more sentences/s.
+        let slice_rows = match self.device {
+            Device::Cpu => (CPU_SLICE_TOKENS / padded_len).max(1),
+            _ => n,
+        };
+        let mut out = Vec::with_capacity(n);
+        let mut start = 0;
+        while start < n {
+            let len = slice_rows.min(n - start);
+            let part = |x: &Tensor| x.narrow(0, start, len).map_err(EmbedError::inference);
+            let (ids, type_ids, mask) = (part(&ids)?, part(&type_ids)?, part(&mask)?);
+            out.extend(self.forward_pooled(&ids, &type_ids, &mask)?);
+            start += len;
+        }
+        Ok(out)
+    }
+
+    fn forward_pooled(
+        &self,
+        ids: &Tensor,
+        type_ids: &Tensor,
+        mask: &Tensor,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
         let hidden = self
             .bert
-            .forward(&ids, &type_ids, &mask)
+            .forward(ids, type_ids, mask)
             .map_err(EmbedError::inference)?;
-        let pooled = self.pool(&hidden, &mask).map_err(EmbedError::inference)?;
+        let pooled = self.pool(&hidden, mask).map_err(EmbedError::inference)?;
         let pooled = if self.normalize {
             l2_normalize(&pooled).map_err(EmbedError::inference)?
         } else {

@@ -311,3 +311,28 @@ fn load_errors_are_model_load() {
         other => panic!("expected ModelLoad, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn one_large_batch_gives_the_same_vectors_as_single_texts() {
+    // 160 texts of ~30-45 tokens: one batch under the default budget, more padded tokens than
+    // one CPU forward slice, so the batch runs as several passes.
+    let e = embedder();
+    let texts: Vec<String> = (0..160)
+        .map(|i| format!("sentence number {i} says {}", words(20 + i % 13)))
+        .collect();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let all = e.embed(texts.clone(), Some(tx)).await.unwrap();
+    let mut batches = 0;
+    while rx.recv().await.is_some() {
+        batches += 1;
+    }
+    assert_eq!(
+        batches, 1,
+        "160 short texts fit one batch of the default budget"
+    );
+    for (i, t) in texts.iter().enumerate().step_by(7) {
+        let alone = e.embed_query(t).await.unwrap();
+        let d = max_abs_diff(&all[i], &alone);
+        assert!(d <= 1e-5, "text {i}: {d}");
+    }
+}
