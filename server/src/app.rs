@@ -134,6 +134,10 @@ async fn build_core(cfg: &Config, embedder: Option<Embedder>) -> Result<Cairn, S
         },
         limits: Limits::default(),
         extract_timeout: Duration::from_secs(cfg.extract_timeout_secs),
+        extract_bin: std::env::current_exe()
+            .ok()
+            .filter(|p| p.file_stem().is_some_and(|n| n == "cairn")),
+        extract_memory_mb: cfg.extract_memory_mb,
     };
     let mut runners: HashMap<&'static str, Arc<dyn Runner>> = HashMap::new();
     runners.insert(ingest::KIND, Arc::new(ingest));

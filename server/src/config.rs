@@ -89,6 +89,15 @@ pub struct Config {
     )]
     pub extract_timeout_secs: u64,
 
+    /// Address-space limit of the child process that extracts one document, in MiB.
+    #[arg(
+        long,
+        env = "CAIRN_EXTRACT_MEMORY_MB",
+        default_value_t = 2048,
+        global = true
+    )]
+    pub extract_memory_mb: u64,
+
     /// Target chunk size in characters.
     #[arg(long, env = "CAIRN_CHUNK_SIZE", default_value_t = 1500, global = true)]
     pub chunk_size: usize,
@@ -122,6 +131,7 @@ impl Config {
             workers: 2,
             job_lease_secs: 30,
             extract_timeout_secs: 120,
+            extract_memory_mb: 2048,
             chunk_size: 1500,
             chunk_overlap: 200,
             log_format: LogFormat::Text,

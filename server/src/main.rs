@@ -37,6 +37,16 @@ enum Command {
     Token(TokenCommand),
     /// Print the GraphQL schema (SDL).
     Schema,
+    /// Internal: extract one stored file's text to stdout under a memory limit (run by the
+    /// ingest job as a child process, so a hostile file cannot take the server down).
+    #[command(name = "__extract", hide = true)]
+    Extract {
+        path: std::path::PathBuf,
+        #[arg(long)]
+        filename: String,
+        #[arg(long, default_value_t = 2048)]
+        memory_mb: u64,
+    },
     /// Bulk-load files or directories (recursively) into a corpus, with progress bars.
     Ingest {
         /// Files or directories.
@@ -137,6 +147,14 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Schema => {
             print!("{}", cairn::graphql::sdl());
             Ok(())
+        }
+        Command::Extract {
+            path,
+            filename,
+            memory_mb,
+        } => {
+            let code = cairn::ingest::isolate::child_main(&path, &filename, memory_mb);
+            std::process::exit(code)
         }
         Command::Ingest {
             paths,

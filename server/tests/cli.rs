@@ -165,3 +165,44 @@ async fn bulk_ingest_from_the_command_line() {
     assert!(!ok);
     assert!(err.contains("no such file"), "{err}");
 }
+
+/// The extraction child enforces its memory limit: a file too big for it is a crash (the
+/// ingest job fails with that reason), never the server's problem; a small file extracts.
+#[test]
+fn extraction_child_is_memory_bounded() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let small = dir.path().join("small.md");
+    std::fs::write(&small, "# Title\n\nA small note.\n").unwrap_or_else(|e| panic!("{e}"));
+    let out = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["__extract", "--filename", "small.md", "--memory-mb", "256"])
+        .arg(&small)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("A small note."));
+
+    let big = dir.path().join("big.txt");
+    let line = "all work and no play makes a dull marmot\n".repeat(1024);
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&big).unwrap_or_else(|e| panic!("{e}"));
+        for _ in 0..8000 {
+            f.write_all(line.as_bytes())
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["__extract", "--filename", "big.txt", "--memory-mb", "200"])
+        .arg(&big)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        !out.status.success(),
+        "a 330 MB text cannot be extracted within 200 MB of address space"
+    );
+    assert!(out.stdout.is_empty());
+}

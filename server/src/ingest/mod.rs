@@ -12,6 +12,7 @@
 //! searchable. A job that fails for good removes the blob it brought if nothing else uses it.
 
 pub mod blobs;
+pub mod isolate;
 
 use std::time::Duration;
 
@@ -68,6 +69,11 @@ pub struct IngestRunner {
     pub chunking: ChunkConfig,
     pub limits: Limits,
     pub extract_timeout: Duration,
+    /// The `cairn` binary to run extraction in (see [`isolate`]); `None` extracts on a
+    /// blocking thread (in-process test servers).
+    pub extract_bin: Option<std::path::PathBuf>,
+    /// The child's address-space limit.
+    pub extract_memory_mb: u64,
 }
 
 impl IngestRunner {
@@ -94,6 +100,25 @@ impl IngestRunner {
     /// Extraction off the async runtime, bounded in time.
     async fn extract_text(&self, p: &IngestPayload) -> Result<String, JobError> {
         let path = self.blobs.path_of(&p.storage_uri);
+        if let Some(bin) = &self.extract_bin {
+            return isolate::extract_in_child(
+                bin,
+                &path,
+                &p.filename,
+                self.extract_memory_mb,
+                self.extract_timeout,
+            )
+            .await
+            .map_err(|e| match e {
+                isolate::IsolateError::Io(m) => {
+                    JobError::Transient(format!("text extraction could not run: {m}"))
+                }
+                isolate::IsolateError::Refused(m) => {
+                    JobError::Permanent(format!("text extraction failed: {m}"))
+                }
+                other => JobError::Permanent(other.to_string()),
+            });
+        }
         let filename = p.filename.clone();
         let limits = self.limits;
         let work = tokio::task::spawn_blocking(move || {

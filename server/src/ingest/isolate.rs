@@ -1,0 +1,103 @@
+//! Text extraction in a child process: the hard time and memory bound per document.
+//!
+//! The ingest job runs `cairn __extract FILE --filename NAME --memory-mb N`. The child caps its
+//! own address space (`RLIMIT_AS`) before touching the file, extracts, and writes the text to
+//! stdout; the parent kills it at the deadline (`kill_on_drop`). A parser that loops forever
+//! or allocates without bound costs one child, never the server. When the running program is
+//! not the `cairn` binary (the in-process test servers), extraction runs on a blocking thread
+//! under the same deadline instead.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+use cairn_extract::{detect, extract, Limits};
+
+/// Exit codes of the child.
+const EXIT_REFUSED: i32 = 2;
+const EXIT_IO: i32 = 3;
+
+/// The child's side. Returns the process exit code.
+pub fn child_main(path: &Path, filename: &str, memory_mb: u64) -> i32 {
+    let bytes = memory_mb.saturating_mul(1024 * 1024);
+    if let Err(e) = rlimit::setrlimit(rlimit::Resource::AS, bytes, bytes) {
+        eprintln!("cannot set the memory limit: {e}");
+        return EXIT_IO;
+    }
+    let data = match std::fs::read(path) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("cannot read the stored file: {e}");
+            return EXIT_IO;
+        }
+    };
+    let format = detect(filename, &data);
+    match extract(&data, format, &Limits::default()) {
+        Ok(x) => {
+            let mut out = std::io::stdout().lock();
+            if out
+                .write_all(x.text.as_bytes())
+                .and_then(|_| out.flush())
+                .is_err()
+            {
+                return EXIT_IO;
+            }
+            0
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            EXIT_REFUSED
+        }
+    }
+}
+
+/// Why isolated extraction produced no text.
+#[derive(Debug, thiserror::Error)]
+pub enum IsolateError {
+    #[error("{0}")]
+    Refused(String),
+    #[error("text extraction took longer than {0} s")]
+    Timeout(u64),
+    #[error("text extraction ran out of memory or crashed ({0})")]
+    Crashed(String),
+    #[error("text extraction could not run: {0}")]
+    Io(String),
+}
+
+/// Runs the child and waits for it, at most `deadline`.
+pub async fn extract_in_child(
+    bin: &Path,
+    file: &Path,
+    filename: &str,
+    memory_mb: u64,
+    deadline: Duration,
+) -> Result<String, IsolateError> {
+    let child = tokio::process::Command::new(bin)
+        .arg("__extract")
+        .arg(file)
+        .arg("--filename")
+        .arg(filename)
+        .arg("--memory-mb")
+        .arg(memory_mb.to_string())
+        .env("RUST_LOG", "error")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| IsolateError::Io(e.to_string()))?;
+    let out = match tokio::time::timeout(deadline, child.wait_with_output()).await {
+        Ok(r) => r.map_err(|e| IsolateError::Io(e.to_string()))?,
+        // Dropping the future drops the child, which kills it.
+        Err(_) => return Err(IsolateError::Timeout(deadline.as_secs())),
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+    match out.status.code() {
+        Some(0) => String::from_utf8(out.stdout).map_err(|e| IsolateError::Io(e.to_string())),
+        Some(EXIT_REFUSED) => Err(IsolateError::Refused(stderr)),
+        Some(code) => Err(IsolateError::Crashed(format!("exit {code}: {stderr}"))),
+        None => Err(IsolateError::Crashed(format!(
+            "killed by a signal: {stderr}"
+        ))),
+    }
+}
