@@ -1,6 +1,6 @@
 //! GraphQL types and resolvers for documents and jobs. Thin: parse, call `service`, convert.
 
-use async_graphql::connection::{Connection, Edge, EmptyFields};
+use async_graphql::connection::{Connection, EmptyFields};
 use async_graphql::{ComplexObject, Context, Enum, Json, Object, SimpleObject, Upload, ID};
 use chrono::{DateTime, Utc};
 use futures_util::Stream;
@@ -8,7 +8,7 @@ use tokio_stream::wrappers::BroadcastStream;
 use tokio_stream::StreamExt;
 
 use super::types::{api, GqlCorpus};
-use super::{cairn_of, loaders_of, parse_id, principal_of};
+use super::{cairn_of, loaders_of, page, parse_cursor, parse_id, principal_of};
 use crate::domain::Visibility;
 use crate::events::{EventKind, JobEvent};
 use crate::jobs::snapshot;
@@ -531,22 +531,16 @@ pub async fn corpus_documents(
 ) -> async_graphql::Result<Connection<String, GqlDocument, EmptyFields, EmptyFields>> {
     let p = principal_of(ctx)?;
     let limit = first.unwrap_or(50).clamp(0, 200) as usize;
-    let after = after
-        .map(|c| {
-            c.parse::<i64>()
-                .map_err(|_| api(crate::domain::InvalidInput("invalid cursor".into()).into()))
-        })
-        .transpose()?;
-    let mut rows = cairn_of(ctx)?
+    let after = parse_cursor(after)?;
+    let rows = cairn_of(ctx)?
         .corpus_documents(p, corpus_id, after, limit as u64 + 1)
         .await
         .map_err(api)?;
-    let has_next = rows.len() > limit;
-    rows.truncate(limit);
-    let mut conn = Connection::new(after.is_some(), has_next);
-    conn.edges.extend(
-        rows.into_iter()
-            .map(|d| Edge::new(d.id.to_string(), GqlDocument::from(d))),
-    );
-    Ok(conn)
+    Ok(page(
+        rows,
+        limit,
+        after.is_some(),
+        |d| d.id,
+        GqlDocument::from,
+    ))
 }

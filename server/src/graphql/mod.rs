@@ -92,6 +92,34 @@ pub(crate) fn parse_id(id: &ID, what: &'static str) -> async_graphql::Result<i64
 
 const MAX_PAGE: usize = 100;
 
+/// Connection cursors are the last row's id.
+pub(crate) fn parse_cursor(after: Option<String>) -> async_graphql::Result<Option<i64>> {
+    after
+        .map(|c| {
+            c.parse::<i64>()
+                .map_err(|_| api(crate::domain::InvalidInput("invalid cursor".into()).into()))
+        })
+        .transpose()
+}
+
+/// A Relay page from `limit + 1` rows fetched by keyset (the extra row says "there is more").
+pub(crate) fn page<R, N: async_graphql::OutputType>(
+    mut rows: Vec<R>,
+    limit: usize,
+    had_cursor: bool,
+    id: impl Fn(&R) -> i64,
+    node: impl Fn(R) -> N,
+) -> Connection<String, N, EmptyFields, EmptyFields> {
+    let has_next = rows.len() > limit;
+    rows.truncate(limit);
+    let mut conn = Connection::new(had_cursor, has_next);
+    conn.edges.extend(
+        rows.into_iter()
+            .map(|r| Edge::new(id(&r).to_string(), node(r))),
+    );
+    conn
+}
+
 #[derive(Default)]
 pub struct CoreQuery;
 
@@ -113,25 +141,18 @@ impl CoreQuery {
     ) -> async_graphql::Result<Connection<String, GqlCorpus, EmptyFields, EmptyFields>> {
         let p = principal_of(ctx)?;
         let limit = first.unwrap_or(20).clamp(0, MAX_PAGE as i32) as usize;
-        let after =
-            match after {
-                Some(c) => Some(c.parse::<i64>().map_err(|_| {
-                    api(crate::domain::InvalidInput("invalid cursor".into()).into())
-                })?),
-                None => None,
-            };
-        let mut rows = cairn_of(ctx)?
+        let after = parse_cursor(after)?;
+        let rows = cairn_of(ctx)?
             .corpora(p, after, limit as u64 + 1)
             .await
             .map_err(api)?;
-        let has_next = rows.len() > limit;
-        rows.truncate(limit);
-        let mut conn = Connection::new(after.is_some(), has_next);
-        conn.edges.extend(
-            rows.into_iter()
-                .map(|c| Edge::new(c.id.to_string(), GqlCorpus::from(c))),
-        );
-        Ok(conn)
+        Ok(page(
+            rows,
+            limit,
+            after.is_some(),
+            |c| c.id,
+            GqlCorpus::from,
+        ))
     }
 
     /// One corpus. NOT_FOUND (with a null corpus) when it does not exist or belongs to another

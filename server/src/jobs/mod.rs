@@ -18,6 +18,7 @@ use chrono::Duration;
 use entity::prelude::Job;
 use serde_json::{json, Value as Json};
 use tokio::sync::{watch, Notify};
+use tracing::Instrument;
 
 use crate::events::{Bus, Event, EventKind, JobEvent};
 use crate::store::jobs::Finish;
@@ -92,14 +93,6 @@ impl JobContext {
             &self.bus, &self.job, "running", stage, done, total, None, None, seq,
         );
         Ok(())
-    }
-
-    pub fn job(&self) -> &Job {
-        &self.job
-    }
-
-    pub fn store(&self) -> &Store {
-        &self.store
     }
 }
 
@@ -283,7 +276,10 @@ impl Worker {
     async fn run_one(&self, job: Job, lease: Duration) {
         let span =
             tracing::info_span!("job", id = job.id, kind = %job.kind, attempt = job.attempts);
-        let _enter = span.enter();
+        self.attempt(job, lease).instrument(span).await
+    }
+
+    async fn attempt(&self, job: Job, lease: Duration) {
         let Some(runner) = self.runners.get(job.kind.as_str()).cloned() else {
             let error = format!("unknown job kind `{}`", job.kind);
             self.finish(

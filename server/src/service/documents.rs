@@ -52,13 +52,12 @@ impl Cairn {
             .await?
             .ok_or(ServiceError::NotFound("corpus"))?;
         if let Some(doc_id) = req.document_id {
-            let doc = self
-                .store
+            // A new version: the caller must own (or administer) a document of this corpus.
+            self.store
                 .readable_document(p, doc_id)
                 .await?
                 .filter(|d| may_replace(p, d) && d.corpus_id == corpus.id)
                 .ok_or(ServiceError::NotFound("document"))?;
-            let _ = doc;
         }
         let blobs = self.blobs.clone();
         let ext = extension_of(&filename);

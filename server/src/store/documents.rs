@@ -95,14 +95,7 @@ impl Store {
 
     /// A document `p` may read.
     pub async fn readable_document(&self, p: &Principal, id: i64) -> StoreResult<Option<Document>> {
-        let mut q = Sql::new(self.backend());
-        q.push("SELECT d.* FROM documents d WHERE d.id = ").bind(id);
-        q.push(" AND ");
-        Readable::new(p).push_documents(&mut q, "d");
-        Ok(Documents::find()
-            .from_raw_sql(q.build())
-            .one(self.connection())
-            .await?)
+        Ok(self.readable_documents(p, &[id]).await?.pop())
     }
 
     /// Readable documents among `ids` (dataloader batch).
