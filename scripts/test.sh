@@ -28,6 +28,10 @@ log "a real multi-page PDF (Debian's xmlstarlet user guide) ..."
 CAIRN_TEST_REAL_PDF=$(bash scripts/fetch-test-pdf.sh)
 export CAIRN_TEST_REAL_PDF
 
+log "evaluation texts (gensim's lee_background.cor, from the PyPI wheel) ..."
+CAIRN_TEST_LEE_CORPUS=$(bash scripts/fetch-eval-texts.sh)
+export CAIRN_TEST_LEE_CORPUS
+
 log "console (Trunk) ..."
 bash scripts/build-console.sh
 
@@ -37,4 +41,9 @@ log "cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
 log "cargo test (unit + end-to-end, SQLite and PostgreSQL, console in Chromium)"
+export CAIRN_REPORT_DIR=${CAIRN_REPORT_DIR:-$CARGO_TARGET_DIR/cairn-reports}
 cargo test --workspace --no-fail-fast -- --test-threads="${CAIRN_TEST_THREADS:-4}"
+
+for r in "$CAIRN_REPORT_DIR"/retrieval-*.txt; do
+  [ -f "$r" ] && { log "report: $r"; cat "$r" >&2; }
+done

@@ -22,8 +22,8 @@ use crate::http::{self, metrics::Metrics, HttpState};
 use crate::ingest::blobs::BlobStore;
 use crate::ingest::{self, IngestRunner, IngestSettings};
 use crate::jobs::{Queue, QueueConfig, Runner};
-use crate::service::{Bootstrap, Cairn, ServiceError};
-use crate::store::{Store, StoreError};
+use crate::service::{Bootstrap, Cairn, Models, ServiceError};
+use crate::store::{Store, StoreError, Tuning};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -36,6 +36,8 @@ pub enum StartError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error("configuration: {0}")]
+    Config(String),
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),
     #[error("server: {0}")]
@@ -44,7 +46,14 @@ pub enum StartError {
 
 /// Opens the configured database and applies migrations.
 pub async fn open_store(cfg: &Config) -> Result<Store, StoreError> {
-    let store = Store::connect(cfg.database_url.as_deref(), &cfg.data_dir).await?;
+    let store = Store::connect_tuned(
+        cfg.database_url.as_deref(),
+        &cfg.data_dir,
+        Tuning {
+            ef_search: cfg.pg_ef_search,
+        },
+    )
+    .await?;
     store.migrate().await?;
     Ok(store)
 }
@@ -127,7 +136,7 @@ async fn build_core(cfg: &Config, embedder: Option<Embedder>) -> Result<Cairn, S
     let ingest = IngestRunner {
         store: store.clone(),
         blobs: blobs.clone(),
-        embedder,
+        embedder: embedder.clone(),
         chunking: ChunkConfig {
             chunk_size: cfg.chunk_size,
             chunk_overlap: cfg.chunk_overlap,
@@ -159,7 +168,36 @@ async fn build_core(cfg: &Config, embedder: Option<Embedder>) -> Result<Cairn, S
         IngestSettings {
             max_upload_bytes: cfg.max_upload_bytes,
         },
-    ))
+    )
+    .with_models(Models {
+        embedder,
+        chat: llm_client(cfg, cfg.llm_chat())?,
+        utility: llm_client(cfg, cfg.llm_utility())?,
+        pii: Some(
+            cairn_llm::Anonymizer::new(cfg.pii_name_list()?)
+                .map_err(|e| StartError::Config(format!("PII names: {e}")))?,
+        ),
+    }))
+}
+
+/// A client for an LLM role, or `None` when the role has no endpoint.
+fn llm_client(
+    cfg: &Config,
+    role: Option<crate::config::LlmRole>,
+) -> Result<Option<cairn_llm::LlmClient>, StartError> {
+    let Some(role) = role else {
+        return Ok(None);
+    };
+    let client = cairn_llm::LlmClient::new(cairn_llm::LlmConfig {
+        base_url: role.url,
+        model: role.model,
+        api_key: cfg.llm_api_key.clone(),
+        timeout: Duration::from_secs(cfg.llm_timeout_secs.max(1)),
+        price_in_per_mtok: cfg.llm_price_input,
+        price_out_per_mtok: cfg.llm_price_output,
+    })
+    .map_err(|e| StartError::Config(format!("LLM: {e}")))?;
+    Ok(Some(client))
 }
 
 /// Starts a server with an already loaded embedder (tests share one between servers).

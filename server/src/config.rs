@@ -111,12 +111,125 @@ pub struct Config {
     )]
     pub chunk_overlap: usize,
 
+    /// pgvector `hnsw.ef_search` for the vector channel on PostgreSQL (higher: better recall,
+    /// slower). Filtered scans continue iteratively until the channel depth is reached.
+    #[arg(long, env = "CAIRN_PG_EF_SEARCH", default_value_t = 100, global = true)]
+    pub pg_ef_search: u32,
+
+    /// Base URL of an OpenAI-compatible chat API for the `chat` role (answers), everything
+    /// before `/chat/completions`, e.g. `http://127.0.0.1:11434/v1`. Unset: answers are
+    /// extractive.
+    #[arg(long, env = "CAIRN_LLM_URL", global = true)]
+    pub llm_url: Option<String>,
+
+    /// Model name sent to the `chat` role's endpoint.
+    #[arg(
+        long,
+        env = "CAIRN_LLM_MODEL",
+        default_value = "gpt-4o-mini",
+        global = true
+    )]
+    pub llm_model: String,
+
+    /// Bearer key for the LLM endpoints (both roles).
+    #[arg(long, env = "CAIRN_LLM_API_KEY", global = true, hide_env_values = true)]
+    pub llm_api_key: Option<String>,
+
+    /// Longest wait for one LLM reply, in seconds; past it the request fails with LLM_TIMEOUT.
+    #[arg(
+        long,
+        env = "CAIRN_LLM_TIMEOUT_SECS",
+        default_value_t = 60,
+        global = true
+    )]
+    pub llm_timeout_secs: u64,
+
+    /// Price of a million input tokens in USD (for `usage` rows and answer costs).
+    #[arg(
+        long,
+        env = "CAIRN_LLM_PRICE_INPUT",
+        default_value_t = 0.0,
+        global = true
+    )]
+    pub llm_price_input: f64,
+
+    /// Price of a million output tokens in USD.
+    #[arg(
+        long,
+        env = "CAIRN_LLM_PRICE_OUTPUT",
+        default_value_t = 0.0,
+        global = true
+    )]
+    pub llm_price_output: f64,
+
+    /// Base URL for the `utility` role (knowledge extraction); default: the `chat` role's.
+    #[arg(long, env = "CAIRN_LLM_UTILITY_URL", global = true)]
+    pub llm_utility_url: Option<String>,
+
+    /// Model for the `utility` role; default: the `chat` role's.
+    #[arg(long, env = "CAIRN_LLM_UTILITY_MODEL", global = true)]
+    pub llm_utility_model: Option<String>,
+
+    /// Names to hide from the LLM (comma-separated), besides emails, phone numbers and IBANs.
+    #[arg(long, env = "CAIRN_PII_NAMES", value_delimiter = ',', global = true)]
+    pub pii_names: Vec<String>,
+
+    /// A file with more names to hide, one per line.
+    #[arg(long, env = "CAIRN_PII_NAMES_FILE", global = true)]
+    pub pii_names_file: Option<PathBuf>,
+
     /// Log format on stderr.
     #[arg(long, env = "CAIRN_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
     pub log_format: LogFormat,
 }
 
+/// An LLM role's endpoint as configured.
+pub struct LlmRole {
+    pub url: String,
+    pub model: String,
+}
+
 impl Config {
+    /// The `chat` role (answers), if an endpoint is configured.
+    pub fn llm_chat(&self) -> Option<LlmRole> {
+        self.llm_url.as_ref().map(|url| LlmRole {
+            url: url.clone(),
+            model: self.llm_model.clone(),
+        })
+    }
+
+    /// The `utility` role (knowledge extraction): its own endpoint or model, else the chat
+    /// role's.
+    pub fn llm_utility(&self) -> Option<LlmRole> {
+        let url = self.llm_utility_url.as_ref().or(self.llm_url.as_ref())?;
+        Some(LlmRole {
+            url: url.clone(),
+            model: self
+                .llm_utility_model
+                .clone()
+                .unwrap_or_else(|| self.llm_model.clone()),
+        })
+    }
+
+    /// Every configured PII name: the list, then the file's lines.
+    pub fn pii_name_list(&self) -> std::io::Result<Vec<String>> {
+        let mut names: Vec<String> = self
+            .pii_names
+            .iter()
+            .map(|n| n.trim().to_owned())
+            .filter(|n| !n.is_empty())
+            .collect();
+        if let Some(f) = &self.pii_names_file {
+            names.extend(
+                std::fs::read_to_string(f)?
+                    .lines()
+                    .map(|l| l.trim().to_owned())
+                    .filter(|l| !l.is_empty() && !l.starts_with('#')),
+            );
+        }
+        Ok(names)
+    }
+
     /// A configuration with every default, for tests and embedding.
     pub fn with_data_dir(data_dir: impl Into<PathBuf>) -> Config {
         Config {
@@ -134,6 +247,17 @@ impl Config {
             extract_memory_mb: 2048,
             chunk_size: 1500,
             chunk_overlap: 200,
+            pg_ef_search: 100,
+            llm_url: None,
+            llm_model: "gpt-4o-mini".into(),
+            llm_api_key: None,
+            llm_timeout_secs: 60,
+            llm_price_input: 0.0,
+            llm_price_output: 0.0,
+            llm_utility_url: None,
+            llm_utility_model: None,
+            pii_names: Vec::new(),
+            pii_names_file: None,
             log_format: LogFormat::Text,
         }
     }

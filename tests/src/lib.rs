@@ -449,6 +449,52 @@ impl TestServer {
         events
     }
 
+    /// Creates a corpus as `token`'s user; returns its id.
+    pub async fn create_corpus(&self, token: &str, name: &str) -> String {
+        let d = self
+            .gql_ok(
+                token,
+                "mutation($n: String!) { createCorpus(name: $n) { id } }",
+                json!({ "n": name }),
+            )
+            .await;
+        d["createCorpus"]["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// Ingests `text` through `ingestText` (visibility `TEAM` or `PRIVATE`), waits for the job
+    /// to end, and returns the document id (panics unless it became searchable).
+    pub async fn ingest_text(
+        &self,
+        token: &str,
+        corpus_id: &str,
+        title: &str,
+        text: &str,
+        visibility: &str,
+    ) -> String {
+        let d = self
+            .gql_ok(
+                token,
+                "mutation($c: ID!, $t: String!, $x: String!, $v: Visibility) { ingestText(corpusId: $c, title: $t, text: $x, visibility: $v) { id } }",
+                json!({ "c": corpus_id, "t": title, "x": text, "v": visibility }),
+            )
+            .await;
+        let job = d["ingestText"]["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let events = self.follow_job(token, &job).await;
+        let last = events.last().cloned().unwrap_or(Value::Null);
+        assert_eq!(last["stage"], "searchable", "{title}: {events:?}");
+        match &last["result"]["documentId"] {
+            Value::Number(n) => n.to_string(),
+            Value::String(s) => s.clone(),
+            other => panic!("{title}: no document id in {other}"),
+        }
+    }
+
     /// A handle that only knows a URL (for talking to a server run as a separate process).
     pub fn probe(url: &str) -> TestServer {
         TestServer {

@@ -52,7 +52,7 @@ pub enum AuthError {
 }
 
 /// The facts about a document that decide who may read it.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DocumentAccess {
     pub team_id: i64,
     pub owner_id: i64,

@@ -4,6 +4,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+pub mod search;
+
 /// A user's role inside their team. Ordered from most to least powerful.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Role {
@@ -159,6 +161,13 @@ pub fn clean_name(raw: &str, what: &'static str) -> Result<String, InvalidInput>
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct InvalidInput(pub String);
+
+impl InvalidInput {
+    /// "`field` `rule`", e.g. `InvalidInput::new("topK", "must be between 1 and 100")`.
+    pub fn new(field: &str, rule: impl std::fmt::Display) -> InvalidInput {
+        InvalidInput(format!("{field} {rule}"))
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -9,6 +9,8 @@
 //! | `CONFLICT` | a uniqueness rule (e.g. a corpus name already used in the team) |
 //! | `QUERY_TOO_DEEP` / `QUERY_TOO_COMPLEX` | the query exceeds the depth or complexity limit |
 //! | `PAYLOAD_TOO_LARGE` | a body over the configured cap (set by the HTTP layer) |
+//! | `UNAVAILABLE` | a needed part is not configured or loaded (e.g. the embedding model) |
+//! | `LLM_TIMEOUT` / `LLM_UNAVAILABLE` / `LLM_ERROR` / `LLM_BAD_REPLY` / `LLM_CONFIG` | the language model timed out, could not be reached, answered with an error status, answered something unusable, or is misconfigured |
 //! | `INTERNAL` | anything else; details go to the log, never to the client |
 
 use std::sync::Arc;
@@ -30,6 +32,7 @@ pub const CONFLICT: &str = "CONFLICT";
 pub const QUERY_TOO_DEEP: &str = "QUERY_TOO_DEEP";
 pub const QUERY_TOO_COMPLEX: &str = "QUERY_TOO_COMPLEX";
 pub const PAYLOAD_TOO_LARGE: &str = "PAYLOAD_TOO_LARGE";
+pub const UNAVAILABLE: &str = "UNAVAILABLE";
 pub const INTERNAL: &str = "INTERNAL";
 
 /// A GraphQL error with `extensions.code`.
@@ -57,6 +60,8 @@ impl From<ApiError> for async_graphql::Error {
             ServiceError::Invalid(_) => coded(BAD_USER_INPUT, e.to_string()),
             ServiceError::Conflict(_) => coded(CONFLICT, e.to_string()),
             ServiceError::TooLarge(_) => coded(PAYLOAD_TOO_LARGE, e.to_string()),
+            ServiceError::Unavailable(_) => coded(UNAVAILABLE, e.to_string()),
+            ServiceError::Upstream { code, .. } => coded(code, e.to_string()),
             ServiceError::Internal(detail) => {
                 tracing::error!(error = %detail, "internal error");
                 coded(INTERNAL, "internal error")

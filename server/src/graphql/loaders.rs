@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_graphql::dataloader::{DataLoader, Loader};
-use entity::prelude::{Corpus, Team, User};
+use entity::prelude::{Corpus, Document, Team, User};
 
 use super::documents::{GqlChunk, GqlDocumentVersion};
 
@@ -87,6 +87,26 @@ impl Loader<i64> for CorpusLoader {
     }
 }
 
+/// Readable documents, by id.
+pub struct DocumentLoader {
+    pub cairn: Cairn,
+    pub principal: Principal,
+}
+
+impl Loader<i64> for DocumentLoader {
+    type Value = Document;
+    type Error = LoadError;
+
+    async fn load(&self, keys: &[i64]) -> Result<HashMap<i64, Document>, LoadError> {
+        let rows = self
+            .cairn
+            .documents_by_ids(&self.principal, keys)
+            .await
+            .map_err(Arc::new)?;
+        Ok(rows.into_iter().map(|d| (d.id, d)).collect())
+    }
+}
+
 /// Versions (with their blobs) of readable documents, by document id.
 pub struct VersionsLoader {
     pub cairn: Cairn,
@@ -152,6 +172,7 @@ impl Loader<i64> for ChunksLoader {
 /// The per-request data a resolver may rely on once the caller is authenticated.
 pub struct Loaders {
     pub corpora: DataLoader<CorpusLoader>,
+    pub documents: DataLoader<DocumentLoader>,
     pub versions: DataLoader<VersionsLoader>,
     pub chunks: DataLoader<ChunksLoader>,
     pub teams: DataLoader<TeamLoader>,
@@ -164,6 +185,13 @@ impl Loaders {
         Loaders {
             corpora: DataLoader::new(
                 CorpusLoader {
+                    cairn: cairn.clone(),
+                    principal: principal.clone(),
+                },
+                tokio::spawn,
+            ),
+            documents: DataLoader::new(
+                DocumentLoader {
                     cairn: cairn.clone(),
                     principal: principal.clone(),
                 },

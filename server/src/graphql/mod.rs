@@ -4,6 +4,7 @@
 pub mod documents;
 pub mod error;
 pub mod loaders;
+pub mod search;
 pub mod types;
 
 use async_graphql::connection::{Connection, Edge, EmptyFields};
@@ -21,7 +22,7 @@ use types::{api, GqlApiToken, GqlCorpus, GqlRole, GqlUser, Me, NewToken};
 
 /// The whole API: the foundation's objects merged with the document and job ones.
 #[derive(async_graphql::MergedObject, Default)]
-pub struct Query(CoreQuery, documents::DocumentQuery);
+pub struct Query(CoreQuery, documents::DocumentQuery, search::SearchQuery);
 
 #[derive(async_graphql::MergedObject, Default)]
 pub struct Mutation(CoreMutation, documents::DocumentMutation);

@@ -26,6 +26,12 @@ pub enum ServiceError {
     Conflict(String),
     #[error("{0}")]
     TooLarge(String),
+    /// A part the request needs is not configured or not loaded (e.g. the embedding model).
+    #[error("{0}")]
+    Unavailable(String),
+    /// An outside service (the LLM) failed; `code` is its stable client code.
+    #[error("{message}")]
+    Upstream { code: &'static str, message: String },
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -41,8 +47,23 @@ impl From<StoreError> for ServiceError {
 
 pub type ServiceResult<T> = Result<T, ServiceError>;
 
+mod answer;
 mod documents;
+pub mod search;
+pub use answer::{AnswerOutcome, Citation, LlmUsage};
 pub use documents::{DocumentPage, UploadRequest, DOC_PAGE_CHARS};
+
+/// The models the core calls: the embedder (query vectors, extractive answers) and the LLM
+/// roles (`chat` for answers, `utility` for knowledge extraction), with the anonymizer that
+/// stands between user text and any LLM.
+#[derive(Clone, Debug, Default)]
+pub struct Models {
+    pub embedder: Option<cairn_embed::Embedder>,
+    pub chat: Option<cairn_llm::LlmClient>,
+    pub utility: Option<cairn_llm::LlmClient>,
+    /// `None`: emails, phone numbers and IBANs only (no name list).
+    pub pii: Option<cairn_llm::Anonymizer>,
+}
 
 /// What the first start on an empty database created.
 pub struct Bootstrap {
@@ -59,6 +80,7 @@ pub struct Cairn {
     pub blobs: BlobStore,
     pub queue: Queue,
     pub settings: IngestSettings,
+    pub models: Models,
 }
 
 pub const DEFAULT_TEAM: &str = "default";
@@ -79,7 +101,14 @@ impl Cairn {
             blobs,
             queue,
             settings,
+            models: Models::default(),
         }
+    }
+
+    /// The same core with these models.
+    pub fn with_models(mut self, models: Models) -> Cairn {
+        self.models = models;
+        self
     }
 
     /// A core without workers or cross-instance events (command-line tools, tests).

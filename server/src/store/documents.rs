@@ -308,6 +308,7 @@ impl Store {
             tx.execute_raw(q.build()).await?;
         }
         tx.commit().await?;
+        self.sync_vector_index(&[doc.id]).await;
         Ok((doc, version))
     }
 
@@ -326,6 +327,7 @@ impl Store {
         Documents::delete_by_id(id).exec(&tx).await?;
         let orphans = prune_blobs(&tx, &blob_ids).await?;
         tx.commit().await?;
+        self.sync_vector_index(&[id]).await;
         Ok(orphans)
     }
 
@@ -401,6 +403,7 @@ impl Store {
             tx.execute_raw(q.build()).await?;
         }
         tx.commit().await?;
+        self.sync_vector_index(&moving).await;
         Ok(moving.len() as u64)
     }
 
@@ -411,7 +414,9 @@ impl Store {
         let mut a: DocumentActive = doc.into();
         a.visibility = Set(v.as_str().to_owned());
         a.updated_at = Set(Utc::now());
-        Ok(Some(a.update(self.connection()).await?))
+        let doc = a.update(self.connection()).await?;
+        self.sync_vector_index(&[id]).await;
+        Ok(Some(doc))
     }
 }
 
@@ -486,7 +491,7 @@ async fn prune_blobs(tx: &DatabaseTransaction, blob_ids: &[i64]) -> StoreResult<
 }
 
 /// pgvector's text form: `[0.1,0.2,…]`.
-fn vector_literal(v: &[f32]) -> String {
+pub(crate) fn vector_literal(v: &[f32]) -> String {
     let mut s = String::with_capacity(v.len() * 10 + 2);
     s.push('[');
     for (i, x) in v.iter().enumerate() {

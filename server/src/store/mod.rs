@@ -9,7 +9,9 @@
 pub mod documents;
 pub mod jobs;
 pub mod readable;
+pub mod search;
 mod sql;
+pub mod vindex;
 
 use std::path::Path;
 use std::time::Duration;
@@ -71,17 +73,44 @@ pub struct NewDocument {
     pub mime_type: String,
 }
 
+/// Dimension of every stored embedding (the schema's `vector(384)` / 1536-byte blobs).
+pub const EMBEDDING_DIM: usize = 384;
+
+/// Knobs of the database side of retrieval.
+#[derive(Clone, Copy, Debug)]
+pub struct Tuning {
+    /// pgvector `hnsw.ef_search`: the HNSW candidate list per scan step (recall vs speed).
+    pub ef_search: u32,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning { ef_search: 100 }
+    }
+}
+
 /// The database handle. Cheap to clone (a pool inside).
 #[derive(Clone, Debug)]
 pub struct Store {
     db: DatabaseConnection,
     url: String,
+    /// SQLite's in-memory vector index (unused on PostgreSQL).
+    index: std::sync::Arc<search::IndexSlot>,
 }
 
 impl Store {
     /// Opens the database: `url` when given (postgres://… or sqlite://…), else SQLite at
     /// `<data_dir>/cairn.db` (created, WAL mode).
     pub async fn connect(url: Option<&str>, data_dir: &Path) -> StoreResult<Store> {
+        Store::connect_tuned(url, data_dir, Tuning::default()).await
+    }
+
+    /// [`Store::connect`] with retrieval knobs.
+    pub async fn connect_tuned(
+        url: Option<&str>,
+        data_dir: &Path,
+        tuning: Tuning,
+    ) -> StoreResult<Store> {
         let url = match url {
             Some(u) => u.to_owned(),
             None => {
@@ -102,6 +131,15 @@ impl Store {
                     .synchronous(SqliteSynchronous::Normal)
                     .foreign_keys(true)
                     .busy_timeout(Duration::from_secs(10))
+            })
+            .map_sqlx_postgres_opts(move |o| {
+                // Every session: the HNSW candidate list, and iterative scans so that a
+                // filtered `ORDER BY … LIMIT 300` keeps scanning until 300 readable rows pass
+                // (pgvector ≥ 0.8; the vector channel re-sorts exactly afterwards).
+                o.options([
+                    ("hnsw.ef_search", tuning.ef_search.to_string()),
+                    ("hnsw.iterative_scan", "relaxed_order".to_owned()),
+                ])
             });
         if url.starts_with("sqlite:") {
             // One writer at a time is SQLite's rule anyway; a small pool keeps readers going.
@@ -110,7 +148,11 @@ impl Store {
             opts.max_connections(16);
         }
         let db = Database::connect(opts).await?;
-        Ok(Store { db, url })
+        Ok(Store {
+            db,
+            url,
+            index: Default::default(),
+        })
     }
 
     pub fn backend(&self) -> DatabaseBackend {
@@ -453,6 +495,16 @@ impl Store {
     pub async fn job_usage(&self, job_id: i64) -> StoreResult<Vec<Usage>> {
         Ok(UsageRows::find()
             .filter(UsageColumn::JobId.eq(job_id))
+            .all(&self.db)
+            .await?)
+    }
+
+    /// A team's usage rows of one kind (`embed` or `llm`), oldest first.
+    pub async fn team_usage(&self, team_id: i64, kind: &str) -> StoreResult<Vec<Usage>> {
+        Ok(UsageRows::find()
+            .filter(UsageColumn::TeamId.eq(team_id))
+            .filter(UsageColumn::Kind.eq(kind))
+            .order_by_asc(UsageColumn::Id)
             .all(&self.db)
             .await?)
     }

@@ -1,0 +1,512 @@
+//! The two retrieval channels on both backends, and the reads that turn ranked chunk ids back
+//! into results. Visibility is decided inside each channel, before its LIMIT.
+//!
+//! | channel | PostgreSQL | SQLite |
+//! |---|---|---|
+//! | vector | pgvector HNSW (`<=>`, `vector_cosine_ops`), iterative scan, exact re-sort | [`VectorIndex`](super::vindex::VectorIndex) in memory |
+//! | lexical | `search_tsv @@` the seed's OR'd quoted lexemes, `ts_rank` with `{0.05,0.1,0.2,1.0}` | FTS5 `MATCH`, `bm25` with the heading weighted 10× the body |
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use sea_orm::{ConnectionTrait, DatabaseBackend, QueryResult};
+
+use super::readable::Readable;
+use super::sql::Sql;
+use super::vindex::{DocMeta, VectorIndex};
+use super::{Store, StoreError, StoreResult};
+use crate::auth::{DocumentAccess, Principal};
+use crate::domain::search::{lexical_terms, MAX_LEXICAL_TERMS};
+use crate::domain::Visibility;
+
+/// The seed's heading weight tiers, in ts_rank's {D, C, B, A} order.
+const PG_LEXICAL_WEIGHTS: &str = "{0.05,0.1,0.2,1.0}";
+/// FTS5 bm25 column weights: (section, content).
+const FTS_SECTION_WEIGHT: f64 = 10.0;
+const FTS_CONTENT_WEIGHT: f64 = 1.0;
+/// Rows per page when the SQLite index is read from the database.
+const INDEX_LOAD_PAGE: i64 = 4096;
+
+/// A chunk from one channel with that channel's score (cosine, or lexical rank score).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ChannelHit {
+    pub chunk_id: i64,
+    pub score: f32,
+}
+
+/// A lexical-channel hit with the chunk's heading and body (for the coordination rule).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LexicalHit {
+    pub chunk_id: i64,
+    pub score: f32,
+    pub text: String,
+}
+
+/// A readable chunk with what a search result shows about its document.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChunkView {
+    pub chunk_id: i64,
+    pub document_id: i64,
+    pub corpus_id: i64,
+    pub version: i32,
+    pub chunk_index: i32,
+    pub content: String,
+    pub section: Option<String>,
+    pub page: Option<i32>,
+    pub title: String,
+}
+
+/// A corpus line of the knowledge summary.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CorpusDocCount {
+    pub corpus_id: i64,
+    pub name: String,
+    pub documents: i64,
+}
+
+/// The SQLite index slot: loaded on first use, kept in step after each commit, emptied (to be
+/// read again) when an update fails.
+#[derive(Debug, Default)]
+pub(crate) struct IndexSlot {
+    state: tokio::sync::Mutex<Option<Arc<VectorIndex>>>,
+}
+
+impl Store {
+    // ---- vector channel --------------------------------------------------------------------
+
+    /// The `depth` chunks nearest to `query` by cosine among those `p` may read (in `corpora`
+    /// when given), best first.
+    pub async fn vector_channel(
+        &self,
+        p: &Principal,
+        corpora: Option<&[i64]>,
+        query: &[f32],
+        depth: usize,
+    ) -> StoreResult<Vec<ChannelHit>> {
+        if depth == 0 || corpora.is_some_and(|c| c.is_empty()) {
+            return Ok(Vec::new());
+        }
+        match self.backend() {
+            DatabaseBackend::Postgres => self.pg_vector_channel(p, corpora, query, depth).await,
+            _ => {
+                let index = self.vector_index().await?;
+                let p = p.clone();
+                let corpora = corpora.map(<[i64]>::to_vec);
+                let query = query.to_vec();
+                let hits = tokio::task::spawn_blocking(move || {
+                    index.search(&p, corpora.as_deref(), &query, depth)
+                })
+                .await
+                .map_err(|e| StoreError::Corrupt(format!("vector scan panicked: {e}")))?;
+                Ok(hits
+                    .into_iter()
+                    .map(|s| ChannelHit {
+                        chunk_id: s.chunk_id,
+                        score: s.score,
+                    })
+                    .collect())
+            }
+        }
+    }
+
+    async fn pg_vector_channel(
+        &self,
+        p: &Principal,
+        corpora: Option<&[i64]>,
+        query: &[f32],
+        depth: usize,
+    ) -> StoreResult<Vec<ChannelHit>> {
+        // The HNSW scan runs in the inner query; iterative scanning (set per connection, see
+        // `Store::connect`) keeps it going until `depth` rows pass the visibility filter.
+        // Iterative scans may return rows slightly out of order, so the outer query re-sorts
+        // on the exact distance.
+        let mut q = Sql::new(self.backend());
+        q.push("WITH hits AS MATERIALIZED (SELECT c.id, c.embedding <=> CAST(")
+            .bind(super::documents::vector_literal(query))
+            .push(" AS vector) AS dist FROM chunks c JOIN documents d ON d.id = c.document_id AND c.version = d.current_version WHERE c.embedding IS NOT NULL");
+        push_corpora(&mut q, corpora);
+        q.push(" AND ");
+        Readable::new(p).push_documents(&mut q, "d");
+        q.push(" ORDER BY dist LIMIT ").bind(depth as i64);
+        q.push(") SELECT id, CAST(1 - dist AS REAL) FROM hits ORDER BY dist, id");
+        self.channel_rows(q).await
+    }
+
+    async fn channel_rows(&self, q: Sql) -> StoreResult<Vec<ChannelHit>> {
+        let rows = self.connection().query_all_raw(q.build()).await?;
+        rows.iter()
+            .map(|r| {
+                Ok(ChannelHit {
+                    chunk_id: r.try_get_by_index(0)?,
+                    score: read_f32(r, 1)?,
+                })
+            })
+            .collect()
+    }
+
+    // ---- lexical channel -------------------------------------------------------------------
+
+    /// The `depth` best lexical matches for `query` among the chunks `p` may read, best first.
+    /// Terms are OR'd: a chunk matching any term is a candidate, ranked with the heading
+    /// weighted above the body.
+    pub async fn lexical_channel(
+        &self,
+        p: &Principal,
+        corpora: Option<&[i64]>,
+        query: &str,
+        depth: usize,
+    ) -> StoreResult<Vec<LexicalHit>> {
+        if depth == 0 || corpora.is_some_and(|c| c.is_empty()) {
+            return Ok(Vec::new());
+        }
+        let terms = lexical_terms(query);
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut q = Sql::new(self.backend());
+        match self.backend() {
+            DatabaseBackend::Postgres => {
+                // The seed's lexical_tsquery(): each lexeme of the query, normalized once by
+                // to_tsvector, individually quoted and OR'd, cast to tsquery (no second
+                // to_tsquery pass that would stem the stems again).
+                q.push("WITH lq AS (SELECT CAST(string_agg(quote_literal(t.lexeme), ' | ') AS tsquery) AS q FROM unnest(to_tsvector('english', ")
+                    .bind(terms.join(" "))
+                    .push(")) AS t) SELECT c.id, CAST(ts_rank(CAST(")
+                    .bind(PG_LEXICAL_WEIGHTS)
+                    .push(" AS real[]), c.search_tsv, lq.q) AS REAL) AS r, COALESCE(c.section, '') || ' ' || c.content FROM lq, chunks c JOIN documents d ON d.id = c.document_id AND c.version = d.current_version WHERE lq.q IS NOT NULL AND c.search_tsv @@ lq.q");
+                push_corpora(&mut q, corpora);
+                q.push(" AND ");
+                Readable::new(p).push_documents(&mut q, "d");
+                q.push(" ORDER BY r DESC, c.id LIMIT ").bind(depth as i64);
+            }
+            _ => {
+                let fts: Vec<String> = terms.iter().map(|t| format!("\"{t}\"")).collect();
+                q.push("SELECT c.id, -bm25(chunks_fts, ")
+                    .push(&FTS_SECTION_WEIGHT.to_string())
+                    .push(", ")
+                    .push(&FTS_CONTENT_WEIGHT.to_string())
+                    .push(") AS r, COALESCE(c.section, '') || ' ' || c.content FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid JOIN documents d ON d.id = c.document_id AND c.version = d.current_version WHERE chunks_fts MATCH ")
+                    .bind(fts.join(" OR "));
+                push_corpora(&mut q, corpora);
+                q.push(" AND ");
+                Readable::new(p).push_documents(&mut q, "d");
+                q.push(" ORDER BY r DESC, c.id LIMIT ").bind(depth as i64);
+            }
+        }
+        let rows = self.connection().query_all_raw(q.build()).await?;
+        rows.iter()
+            .map(|r| {
+                Ok(LexicalHit {
+                    chunk_id: r.try_get_by_index(0)?,
+                    score: read_f32(r, 1)?,
+                    text: r.try_get_by_index(2)?,
+                })
+            })
+            .collect()
+    }
+
+    // ---- results ---------------------------------------------------------------------------
+
+    /// The readable chunks among `ids` with their documents' titles (any order). One query.
+    pub async fn chunk_views(&self, p: &Principal, ids: &[i64]) -> StoreResult<Vec<ChunkView>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut q = Sql::new(self.backend());
+        q.push("SELECT c.id, c.document_id, c.corpus_id, c.version, c.chunk_index, c.content, c.section, c.page, d.title FROM chunks c JOIN documents d ON d.id = c.document_id AND c.version = d.current_version WHERE c.id IN ")
+            .push_list(ids.iter().copied());
+        q.push(" AND ");
+        Readable::new(p).push_documents(&mut q, "d");
+        let rows = self.connection().query_all_raw(q.build()).await?;
+        rows.iter()
+            .map(|r| {
+                Ok(ChunkView {
+                    chunk_id: r.try_get_by_index(0)?,
+                    document_id: r.try_get_by_index(1)?,
+                    corpus_id: r.try_get_by_index(2)?,
+                    version: r.try_get_by_index(3)?,
+                    chunk_index: r.try_get_by_index(4)?,
+                    content: r.try_get_by_index(5)?,
+                    section: r.try_get_by_index(6)?,
+                    page: r.try_get_by_index(7)?,
+                    title: r.try_get_by_index(8)?,
+                })
+            })
+            .collect()
+    }
+
+    /// Readable documents whose title contains every word of `q` (case-insensitive), exact
+    /// titles first, then shorter titles, then newer documents.
+    pub async fn documents_by_title(
+        &self,
+        p: &Principal,
+        q: &str,
+        limit: u64,
+    ) -> StoreResult<Vec<entity::prelude::Document>> {
+        use sea_orm::EntityTrait;
+        let words: Vec<String> = q
+            .split_whitespace()
+            .map(|w| w.to_lowercase())
+            .take(MAX_LEXICAL_TERMS)
+            .collect();
+        if words.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        // Both backends take (haystack, needle); SQLite's lower() folds ASCII only.
+        let contains = match self.backend() {
+            DatabaseBackend::Postgres => " AND strpos(lower(d.title), ",
+            _ => " AND instr(lower(d.title), ",
+        };
+        let mut s = Sql::new(self.backend());
+        s.push("SELECT d.* FROM documents d WHERE ");
+        Readable::new(p).push_documents(&mut s, "d");
+        for w in &words {
+            s.push(contains).bind(w.clone()).push(") > 0");
+        }
+        s.push(" ORDER BY CASE WHEN lower(d.title) = ")
+            .bind(words.join(" "))
+            .push(" THEN 0 ELSE 1 END, length(d.title), d.id DESC LIMIT ")
+            .bind(limit as i64);
+        Ok(entity::prelude::Documents::find()
+            .from_raw_sql(s.build())
+            .all(self.connection())
+            .await?)
+    }
+
+    /// The team's own (non-system) corpora with how many documents `p` may read in each, by
+    /// name.
+    pub async fn team_corpus_doc_counts(&self, p: &Principal) -> StoreResult<Vec<CorpusDocCount>> {
+        let mut q = Sql::new(self.backend());
+        q.push(
+            "SELECT k.id, k.name, (SELECT COUNT(*) FROM documents d WHERE d.corpus_id = k.id AND ",
+        );
+        Readable::new(p).push_documents(&mut q, "d");
+        q.push(") FROM corpora k WHERE k.team_id = ")
+            .bind(p.team_id)
+            .push(" ORDER BY k.name, k.id");
+        let rows = self.connection().query_all_raw(q.build()).await?;
+        rows.iter()
+            .map(|r| {
+                Ok(CorpusDocCount {
+                    corpus_id: r.try_get_by_index(0)?,
+                    name: r.try_get_by_index(1)?,
+                    documents: r.try_get_by_index(2)?,
+                })
+            })
+            .collect()
+    }
+
+    // ---- the SQLite index ------------------------------------------------------------------
+
+    /// The in-memory index (SQLite), read from the database on first use.
+    pub async fn vector_index(&self) -> StoreResult<Arc<VectorIndex>> {
+        let mut state = self.index.state.lock().await;
+        if let Some(ix) = state.as_ref() {
+            return Ok(Arc::clone(ix));
+        }
+        let ix = Arc::new(self.load_index().await?);
+        tracing::info!(rows = ix.len(), "vector index loaded");
+        *state = Some(Arc::clone(&ix));
+        Ok(ix)
+    }
+
+    /// Brings the index in step with the database for these documents, after a commit that
+    /// changed their chunks or access facts. A no-op on PostgreSQL or before first use. If the
+    /// update fails, the index is dropped and read afresh on the next search.
+    pub(crate) async fn sync_vector_index(&self, doc_ids: &[i64]) {
+        if self.backend() == DatabaseBackend::Postgres || doc_ids.is_empty() {
+            return;
+        }
+        let mut state = self.index.state.lock().await;
+        let Some(ix) = state.as_ref().map(Arc::clone) else {
+            return;
+        };
+        if let Err(e) = self.sync_locked(&ix, doc_ids).await {
+            tracing::error!(error = %e, "vector index update failed; it will be reloaded");
+            *state = None;
+        }
+    }
+
+    async fn sync_locked(&self, ix: &VectorIndex, doc_ids: &[i64]) -> StoreResult<()> {
+        let metas: HashMap<i64, (DocMeta, i32)> = self
+            .index_metas(Some(doc_ids))
+            .await?
+            .into_iter()
+            .map(|m| (m.0.id, m))
+            .collect();
+        let mut reload = Vec::new();
+        for &id in doc_ids {
+            match metas.get(&id) {
+                None => ix.remove(id),
+                Some(&(meta, chunk_count)) => match ix.held(id) {
+                    Some((v, rows)) if v == meta.version && rows == chunk_count as usize => {
+                        ix.set_meta(meta);
+                    }
+                    _ => reload.push(id),
+                },
+            }
+        }
+        if !reload.is_empty() {
+            // Documents with no embedded chunks simply hold no block.
+            for &id in &reload {
+                ix.remove(id);
+            }
+            self.load_into(ix, Some(&reload)).await?;
+        }
+        Ok(())
+    }
+
+    /// Reads the access facts and current-version vectors of all documents.
+    async fn load_index(&self) -> StoreResult<VectorIndex> {
+        let ix = VectorIndex::new(super::EMBEDDING_DIM);
+        self.load_into(&ix, None).await?;
+        Ok(ix)
+    }
+
+    /// Installs the current-version vectors of all documents (or of `only`) into `ix`, a page
+    /// of rows at a time.
+    async fn load_into(&self, ix: &VectorIndex, only: Option<&[i64]>) -> StoreResult<()> {
+        let metas = self.index_metas(only).await?;
+        let by_id: HashMap<i64, DocMeta> = metas.into_iter().map(|(m, _)| (m.id, m)).collect();
+        let mut after: (i64, i64) = (i64::MIN, i64::MIN);
+        let mut current: Option<(i64, Vec<i64>, Vec<f32>)> = None;
+        loop {
+            let mut q = Sql::new(self.backend());
+            q.push("SELECT c.document_id, c.chunk_index, c.id, c.embedding FROM chunks c JOIN documents d ON d.id = c.document_id AND c.version = d.current_version WHERE c.embedding IS NOT NULL AND (c.document_id > ")
+                .bind(after.0)
+                .push(" OR (c.document_id = ")
+                .bind(after.0)
+                .push(" AND c.chunk_index > ")
+                .bind(after.1)
+                .push("))");
+            if let Some(ids) = only {
+                q.push(" AND c.document_id IN ")
+                    .push_list(ids.iter().copied());
+            }
+            q.push(" ORDER BY c.document_id, c.chunk_index LIMIT ")
+                .bind(INDEX_LOAD_PAGE);
+            let rows = self.connection().query_all_raw(q.build()).await?;
+            let n = rows.len();
+            for r in rows {
+                let doc: i64 = r.try_get_by_index(0)?;
+                let idx: i32 = r.try_get_by_index(1)?;
+                let chunk: i64 = r.try_get_by_index(2)?;
+                let blob: Vec<u8> = r.try_get_by_index(3)?;
+                after = (doc, i64::from(idx));
+                if current.as_ref().is_some_and(|c| c.0 != doc) {
+                    if let Some((d, ids, vecs)) = current.take() {
+                        install(ix, &by_id, d, ids, vecs)?;
+                    }
+                }
+                let entry = current.get_or_insert_with(|| (doc, Vec::new(), Vec::new()));
+                entry.1.push(chunk);
+                push_f32_blob(&mut entry.2, &blob, super::EMBEDDING_DIM)?;
+            }
+            if (n as i64) < INDEX_LOAD_PAGE {
+                break;
+            }
+        }
+        if let Some((d, ids, vecs)) = current.take() {
+            install(ix, &by_id, d, ids, vecs)?;
+        }
+        Ok(())
+    }
+
+    /// (access facts, chunk count) of every document, or of `only`.
+    async fn index_metas(&self, only: Option<&[i64]>) -> StoreResult<Vec<(DocMeta, i32)>> {
+        let mut q = Sql::new(self.backend());
+        q.push("SELECT d.id, d.team_id, d.corpus_id, d.owner_id, d.visibility, d.current_version, k.system, d.chunk_count FROM documents d JOIN corpora k ON k.id = d.corpus_id");
+        if let Some(ids) = only {
+            if ids.is_empty() {
+                return Ok(Vec::new());
+            }
+            q.push(" WHERE d.id IN ").push_list(ids.iter().copied());
+        }
+        let rows = self.connection().query_all_raw(q.build()).await?;
+        rows.iter()
+            .map(|r| {
+                let vis: String = r.try_get_by_index(4)?;
+                let visibility: Visibility = vis
+                    .parse()
+                    .map_err(|_| StoreError::Corrupt(format!("visibility {vis:?}")))?;
+                Ok((
+                    DocMeta {
+                        id: r.try_get_by_index(0)?,
+                        corpus_id: r.try_get_by_index(2)?,
+                        version: r.try_get_by_index(5)?,
+                        access: DocumentAccess {
+                            team_id: r.try_get_by_index(1)?,
+                            owner_id: r.try_get_by_index(3)?,
+                            visibility,
+                            in_system_corpus: r.try_get_by_index(6)?,
+                        },
+                    },
+                    r.try_get_by_index(7)?,
+                ))
+            })
+            .collect()
+    }
+}
+
+fn install(
+    ix: &VectorIndex,
+    metas: &HashMap<i64, DocMeta>,
+    doc: i64,
+    ids: Vec<i64>,
+    vecs: Vec<f32>,
+) -> StoreResult<()> {
+    let meta = metas
+        .get(&doc)
+        .ok_or_else(|| StoreError::Corrupt(format!("chunks of unknown document {doc}")))?;
+    if !ix.upsert(*meta, ids, vecs) {
+        return Err(StoreError::Corrupt(format!(
+            "document {doc} has embeddings of the wrong size"
+        )));
+    }
+    Ok(())
+}
+
+fn push_f32_blob(out: &mut Vec<f32>, blob: &[u8], dim: usize) -> StoreResult<()> {
+    if blob.len() != dim * 4 {
+        return Err(StoreError::Corrupt(format!(
+            "embedding of {} bytes, expected {}",
+            blob.len(),
+            dim * 4
+        )));
+    }
+    out.extend(
+        blob.chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+    );
+    Ok(())
+}
+
+fn push_corpora(q: &mut Sql, corpora: Option<&[i64]>) {
+    if let Some(c) = corpora {
+        q.push(" AND c.corpus_id IN ").push_list(c.iter().copied());
+    }
+}
+
+/// REAL comes back as f32 from PostgreSQL and as f64 from SQLite.
+fn read_f32(r: &QueryResult, i: usize) -> StoreResult<f32> {
+    match r.try_get_by_index::<f32>(i) {
+        Ok(v) => Ok(v),
+        Err(_) => Ok(r.try_get_by_index::<f64>(i)? as f32),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::domain::search::lexical_terms;
+
+    #[test]
+    fn terms_are_plain_words() {
+        assert_eq!(
+            lexical_terms("What is the \"ACME\" OR NEAR(x) -- policy? acme"),
+            vec!["acme", "near", "x", "policy"]
+        );
+        assert!(lexical_terms("the of and ?!").is_empty());
+        assert_eq!(lexical_terms("Zürich 2024"), vec!["zürich", "2024"]);
+        assert_eq!(lexical_terms(&"w ".repeat(100)).len(), 1);
+    }
+}

@@ -1,0 +1,497 @@
+//! Retrieval end to end on SQLite and PostgreSQL, with the real embedding model: visibility
+//! inside both channels, heading weighting, fusion computed by hand, the relevance banner,
+//! searchAll, the knowledge summary, and the index following deletes, moves, visibility
+//! changes and new versions.
+
+use std::collections::HashMap;
+
+use cairn_tests::{both_backends, error_code, require_model, Backend, TestServer};
+use serde_json::{json, Value};
+
+both_backends!(
+    private_documents_never_surface,
+    heading_terms_rank_first_lexically,
+    fused_order_is_rrf_by_hand,
+    banners_on_fixtures,
+    search_all_and_knowledge_summary,
+    index_follows_every_change,
+    bad_search_input_is_refused,
+);
+
+const SEARCH: &str = "query($q: String!, $m: SearchMode! = HYBRID, $k: Int! = 10, $c: [ID!]) { search(query: $q, mode: $m, topK: $k, corpusIds: $c) { mode relevance topScore meanScore notices results { chunkId documentId corpusId documentTitle version chunkIndex section page content score vectorRank lexicalRank fusedScore document { id title } } } }";
+
+async fn search(s: &TestServer, token: &str, q: &str, mode: &str, k: i64) -> Value {
+    let d = s
+        .gql_ok(token, SEARCH, json!({ "q": q, "m": mode, "k": k }))
+        .await;
+    d["search"].clone()
+}
+
+fn doc_ids(r: &Value) -> Vec<String> {
+    r["results"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|h| h["documentId"].as_str().unwrap_or_default().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn chunk_ids(r: &Value) -> Vec<String> {
+    r["results"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|h| h["chunkId"].as_str().unwrap_or_default().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+const GLACIER: &str = "# Glaciers\n\nA glacier is a persistent body of dense ice that is constantly moving under its own weight. Glaciers form where the accumulation of snow exceeds its ablation over many years.\n\n## Moraines\n\nMoraines are ridges of debris deposited by a glacier as it advances and retreats. Terminal moraines mark the furthest advance of the ice.\n\n## Calving\n\nCalving is the breaking off of ice chunks at the edge of a glacier that ends in water, producing icebergs.";
+const BREAD: &str = "# Sourdough baking\n\nSourdough bread is leavened by a culture of wild yeast and lactic acid bacteria. The starter is fed with flour and water every day.\n\n## Proofing\n\nThe shaped dough proofs slowly in a cool place overnight, which develops a sour flavour and an open crumb.\n\n## Baking\n\nBake the loaf in a very hot Dutch oven, covered for the first twenty minutes so that steam lets the crust expand.";
+const ROCKETS: &str = "# Rocket engines\n\nA liquid-propellant rocket engine burns a fuel and an oxidizer in a combustion chamber and expels the hot exhaust through a nozzle.\n\n## Staged combustion\n\nIn a staged combustion cycle, propellant first passes through a preburner that drives the turbopumps, and the exhaust then enters the main chamber.\n\n## Nozzles\n\nA bell nozzle expands the exhaust gases to convert their thermal energy into thrust.";
+
+/// A private document never appears in a colleague's (or another team's) results, in any
+/// mode, including the lexical-only hits its rare words would produce.
+async fn private_documents_never_surface(backend: Backend) {
+    require_model();
+    let s = TestServer::start(backend).await;
+    let (_, alice) = s.user_with_token("alice", "MEMBER").await;
+    let (_, bob) = s.user_with_token("bob", "MEMBER").await;
+    let corpus = s.create_corpus(&s.owner_token, "field notes").await;
+    let secret_text = "# Zanzibarite assay\n\nThe zanzibarite vein at the northern adit assayed at 41 grams per tonne; keep this private until the claim is filed.";
+    let secret = s
+        .ingest_text(&alice, &corpus, "Assay memo", secret_text, "PRIVATE")
+        .await;
+    let public = s
+        .ingest_text(&bob, &corpus, "Glaciers", GLACIER, "TEAM")
+        .await;
+    let (_, _, stranger) = s.other_team("elsewhere").await;
+
+    let queries = [
+        "zanzibarite",
+        "zanzibarite vein assay grams per tonne",
+        "mineral assay results of a gold vein",
+        "glacier",
+    ];
+    for mode in ["HYBRID", "VECTOR", "LEXICAL"] {
+        for q in queries {
+            let mine = search(&s, &alice, q, mode, 50).await;
+            let theirs = search(&s, &bob, q, mode, 50).await;
+            assert!(
+                !doc_ids(&theirs).contains(&secret),
+                "{mode} {q:?}: bob sees alice's private document: {theirs}"
+            );
+            let body = theirs.to_string();
+            assert!(!body.contains("zanzibarite vein"), "{mode} {q:?}: {body}");
+            let other = search(&s, &stranger, q, mode, 50).await;
+            assert!(doc_ids(&other).is_empty(), "{mode} {q:?}: {other}");
+            if q.starts_with("zanzibarite") {
+                assert_eq!(
+                    doc_ids(&mine).first(),
+                    Some(&secret),
+                    "{mode} {q:?}: the owner finds her own memo first: {mine}"
+                );
+            }
+        }
+    }
+    // The lexical channel finds nothing at all for bob on the memo's unique word.
+    let lex = search(&s, &bob, "zanzibarite", "LEXICAL", 50).await;
+    assert_eq!(lex["results"], json!([]), "{lex}");
+    assert_eq!(lex["relevance"], "LOW");
+    // searchAll neither: no chunk, no document title.
+    let all = s
+        .gql_ok(
+            &bob,
+            "query { searchAll(q: \"assay memo zanzibarite\") { __typename ... on DocumentHit { document { id } } ... on ChunkHit { documentId } } }",
+            json!({}),
+        )
+        .await;
+    assert!(!all.to_string().contains(&format!("\"{secret}\"")), "{all}");
+    // Bob still finds the team document.
+    let g = search(&s, &bob, "glacier moraines", "HYBRID", 5).await;
+    assert_eq!(doc_ids(&g).first(), Some(&public), "{g}");
+    s.stop().await;
+}
+
+/// A query whose words occur only in a chunk's heading ranks that chunk first lexically, above
+/// chunks that use the words in their body.
+async fn heading_terms_rank_first_lexically(backend: Backend) {
+    require_model();
+    let s = TestServer::start(backend).await;
+    let corpus = s.create_corpus(&s.owner_token, "manuals").await;
+    let text = "# Field manual\n\nGeneral remarks about the expedition and its equipment.\n\n## Crevasse rescue\n\nAnchor the rope to two buried ice axes, then build a pulley with the spare carabiners and haul steadily.\n\n## Camp routine\n\nEvery evening the team discussed crevasse rescue drills. Crevasse rescue practice happened daily; a crevasse rescue kit hung by the tent, and crevasse rescue was on everyone's mind.";
+    let doc = s
+        .ingest_text(&s.owner_token, &corpus, "Manual", text, "TEAM")
+        .await;
+    let r = search(&s, &s.owner_token, "crevasse rescue", "LEXICAL", 10).await;
+    let hits = r["results"].as_array().cloned().unwrap_or_default();
+    assert!(hits.len() >= 2, "both chunks match: {r}");
+    assert_eq!(hits[0]["documentId"], json!(doc));
+    assert_eq!(
+        hits[0]["section"], "Crevasse rescue",
+        "the heading match ranks first: {r}"
+    );
+    assert!(
+        !hits[0]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_lowercase()
+            .replace("crevasse rescue\n", "")
+            .contains("crevasse"),
+        "fixture: the heading chunk's body must not repeat the words: {}",
+        hits[0]["content"]
+    );
+    assert_eq!(hits[0]["lexicalRank"], 1);
+    assert_eq!(hits[0]["vectorRank"], Value::Null);
+    assert_eq!(hits[0]["score"], 0.0);
+    assert_eq!(r["relevance"], "LEXICAL_MATCH");
+    s.stop().await;
+}
+
+/// HYBRID's order is exactly Reciprocal Rank Fusion (K = 60) of the VECTOR and LEXICAL lists,
+/// computed here by hand; scores and ranks ride along unchanged.
+async fn fused_order_is_rrf_by_hand(backend: Backend) {
+    require_model();
+    let s = TestServer::start(backend).await;
+    let corpus = s.create_corpus(&s.owner_token, "mixed").await;
+    for (t, x) in [
+        ("Glaciers", GLACIER),
+        ("Bread", BREAD),
+        ("Rockets", ROCKETS),
+    ] {
+        s.ingest_text(&s.owner_token, &corpus, t, x, "TEAM").await;
+    }
+    for q in [
+        "ice moving under its own weight",
+        "hot exhaust through a nozzle",
+        "oven steam crust",
+        "the chamber",
+    ] {
+        let v = search(&s, &s.owner_token, q, "VECTOR", 100).await;
+        let l = search(&s, &s.owner_token, q, "LEXICAL", 100).await;
+        let h = search(&s, &s.owner_token, q, "HYBRID", 100).await;
+        let mut fused: HashMap<String, (f64, u32, f64)> = HashMap::new();
+        let mut cos: HashMap<String, f64> = HashMap::new();
+        for (i, hit) in v["results"].as_array().into_iter().flatten().enumerate() {
+            let id = hit["chunkId"].as_str().unwrap_or_default().to_owned();
+            cos.insert(id.clone(), hit["score"].as_f64().unwrap_or(-1.0));
+            let e = fused.entry(id).or_insert((0.0, u32::MAX, 0.0));
+            e.0 += 1.0 / (60.0 + i as f64 + 1.0);
+            e.1 = e.1.min(i as u32 + 1);
+        }
+        for (i, hit) in l["results"].as_array().into_iter().flatten().enumerate() {
+            let id = hit["chunkId"].as_str().unwrap_or_default().to_owned();
+            let e = fused.entry(id).or_insert((0.0, u32::MAX, 0.0));
+            e.0 += 1.0 / (60.0 + i as f64 + 1.0);
+            e.1 = e.1.min(i as u32 + 1);
+        }
+        let mut want: Vec<(String, (f64, u32, f64))> = fused.into_iter().collect();
+        want.sort_by(|a, b| {
+            b.1 .0.total_cmp(&a.1 .0).then(a.1 .1.cmp(&b.1 .1)).then(
+                a.0.parse::<i64>()
+                    .unwrap_or_default()
+                    .cmp(&b.0.parse::<i64>().unwrap_or_default()),
+            )
+        });
+        let want_ids: Vec<String> = want.iter().map(|w| w.0.clone()).collect();
+        assert_eq!(chunk_ids(&h), want_ids, "{q:?}: {h}");
+        for (hit, (id, (f, _, _))) in h["results"].as_array().into_iter().flatten().zip(&want) {
+            let got = hit["fusedScore"].as_f64().unwrap_or_default();
+            assert!((got - f).abs() < 1e-9, "{q:?} {id}: {got} vs {f}");
+            let c = cos.get(id).copied().unwrap_or(0.0);
+            let score = hit["score"].as_f64().unwrap_or(-1.0);
+            assert!(
+                (score - c).abs() < 1e-6,
+                "{q:?} {id}: score {score} vs cosine {c}"
+            );
+        }
+        assert!(
+            l["results"]
+                .as_array()
+                .is_some_and(|a| a.len() < v["results"].as_array().map_or(0, Vec::len)),
+            "{q:?}: the fixture needs lexical misses so that fusion is not trivial"
+        );
+    }
+    s.stop().await;
+}
+
+/// Each banner value comes out on a fixture made for it.
+async fn banners_on_fixtures(backend: Backend) {
+    require_model();
+    let s = TestServer::start(backend).await;
+    let corpus = s.create_corpus(&s.owner_token, "banners").await;
+    for (t, x) in [
+        ("Glaciers", GLACIER),
+        ("Bread", BREAD),
+        ("Rockets", ROCKETS),
+    ] {
+        s.ingest_text(&s.owner_token, &corpus, t, x, "TEAM").await;
+    }
+    s.ingest_text(
+        &s.owner_token,
+        &corpus,
+        "Parts list",
+        "# Parts\n\nReplacement part XK-7741 fits the left hinge; order code QZV-0093.",
+        "TEAM",
+    )
+    .await;
+    let cases = [
+        (
+            "HIGH",
+            "How do glaciers form from snow accumulation and move under their own weight?",
+        ),
+        ("MODERATE", "How are icebergs produced?"),
+        ("LOW", "quarterly tax filing deadlines for small businesses"),
+        ("LEXICAL_MATCH", "QZV-0093"),
+    ];
+    for (want, q) in cases {
+        let r = search(&s, &s.owner_token, q, "HYBRID", 5).await;
+        assert_eq!(
+            r["relevance"], want,
+            "{q:?}: top {} mean {}: {}",
+            r["topScore"], r["meanScore"], r["results"][0]
+        );
+    }
+    // LOW also when nothing at all matches.
+    let none = search(&s, &s.owner_token, "QZV0093X", "LEXICAL", 5).await;
+    assert_eq!(none["relevance"], "LOW");
+    s.stop().await;
+}
+
+/// searchAll returns documents by title and chunks; the knowledge summary counts what the
+/// caller may read across the team's corpora.
+async fn search_all_and_knowledge_summary(backend: Backend) {
+    require_model();
+    let s = TestServer::start(backend).await;
+    let none = s
+        .gql_ok(&s.owner_token, "query { knowledgeSummary }", json!({}))
+        .await;
+    assert_eq!(none["knowledgeSummary"], Value::Null, "no corpora: omitted");
+    let a = s.create_corpus(&s.owner_token, "geology").await;
+    let b = s.create_corpus(&s.owner_token, "kitchen").await;
+    let (_, carol) = s.user_with_token("carol", "MEMBER").await;
+    let glacier = s
+        .ingest_text(&s.owner_token, &a, "Glacier handbook", GLACIER, "TEAM")
+        .await;
+    s.ingest_text(&s.owner_token, &b, "Sourdough notes", BREAD, "TEAM")
+        .await;
+    s.ingest_text(
+        &s.owner_token,
+        &b,
+        "Secret recipe",
+        "# Recipe\n\nMy grandmother's secret.",
+        "PRIVATE",
+    )
+    .await;
+    let all = s
+        .gql_ok(
+            &carol,
+            "query { searchAll(q: \"glacier handbook\", first: 5) { __typename ... on DocumentHit { document { id title } } ... on ChunkHit { documentId section } ... on EntityHit { id name } } }",
+            json!({}),
+        )
+        .await;
+    let hits = all["searchAll"].as_array().cloned().unwrap_or_default();
+    assert_eq!(hits[0]["__typename"], "DocumentHit", "{all}");
+    assert_eq!(hits[0]["document"]["id"], json!(glacier));
+    assert!(hits.iter().any(|h| h["__typename"] == "ChunkHit"), "{all}");
+    assert!(hits.len() <= 5);
+
+    let srv = &s;
+    let sum = |t: String| async move {
+        srv.gql_ok(&t, "query { knowledgeSummary }", json!({}))
+            .await["knowledgeSummary"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(
+        sum(s.owner_token.clone()).await,
+        format!("Knowledge: 3 documents across 2 corpora: geology (corpus_id={a}), kitchen (corpus_id={b}). Use `search` to find content.")
+    );
+    assert_eq!(
+        sum(carol.clone()).await,
+        format!("Knowledge: 2 documents across 2 corpora: geology (corpus_id={a}), kitchen (corpus_id={b}). Use `search` to find content."),
+        "carol cannot read the private recipe"
+    );
+    let (_, _, stranger) = s.other_team("elsewhere").await;
+    let other = s
+        .gql_ok(&stranger, "query { knowledgeSummary }", json!({}))
+        .await;
+    assert_eq!(other["knowledgeSummary"], Value::Null);
+    s.stop().await;
+}
+
+/// Deletes, visibility changes, moves and new versions are reflected in the next search, in
+/// every mode (on SQLite this is the in-memory index being kept in step).
+async fn index_follows_every_change(backend: Backend) {
+    require_model();
+    let s = TestServer::start(backend).await;
+    let (_, dave) = s.user_with_token("dave", "MEMBER").await;
+    let a = s.create_corpus(&s.owner_token, "one").await;
+    let b = s.create_corpus(&s.owner_token, "two").await;
+    // Search once first, so the index exists before the changes (SQLite loads it lazily).
+    search(&s, &s.owner_token, "anything", "VECTOR", 5).await;
+    let glacier = s
+        .ingest_text(&s.owner_token, &a, "Glaciers", GLACIER, "TEAM")
+        .await;
+    let rockets = s
+        .ingest_text(&s.owner_token, &a, "Rockets", ROCKETS, "TEAM")
+        .await;
+    let q = "glacier ice moraines";
+    let sees = |token: String, mode: &'static str, corpora: Option<Vec<String>>| {
+        let s = &s;
+        async move {
+            let d = s
+                .gql_ok(
+                    &token,
+                    SEARCH,
+                    json!({ "q": q, "m": mode, "k": 50, "c": corpora }),
+                )
+                .await;
+            doc_ids(&d["search"])
+        }
+    };
+    for mode in ["VECTOR", "HYBRID"] {
+        assert_eq!(sees(dave.clone(), mode, None).await.first(), Some(&glacier));
+    }
+    // Visibility: private → dave loses it in every mode.
+    s.gql_ok(
+        &s.owner_token,
+        "mutation($d: ID!) { setVisibility(documentId: $d, visibility: PRIVATE) { id } }",
+        json!({ "d": glacier }),
+    )
+    .await;
+    for mode in ["VECTOR", "HYBRID", "LEXICAL"] {
+        assert!(
+            !sees(dave.clone(), mode, None).await.contains(&glacier),
+            "{mode}"
+        );
+        assert!(
+            sees(s.owner_token.clone(), mode, None)
+                .await
+                .contains(&glacier),
+            "{mode}"
+        );
+    }
+    s.gql_ok(
+        &s.owner_token,
+        "mutation($d: ID!) { setVisibility(documentId: $d, visibility: TEAM) { id } }",
+        json!({ "d": glacier }),
+    )
+    .await;
+    // Move: the corpus filter follows.
+    s.gql_ok(
+        &s.owner_token,
+        "mutation($to: ID!, $d: [ID!]) { moveDocuments(toCorpusId: $to, documentIds: $d) }",
+        json!({ "to": b, "d": [glacier] }),
+    )
+    .await;
+    for mode in ["VECTOR", "HYBRID", "LEXICAL"] {
+        assert!(
+            !sees(dave.clone(), mode, Some(vec![a.clone()]))
+                .await
+                .contains(&glacier),
+            "{mode}"
+        );
+        let in_b = sees(dave.clone(), mode, Some(vec![b.clone()])).await;
+        assert!(
+            !in_b.is_empty() && in_b.iter().all(|d| d == &glacier),
+            "{mode}: {in_b:?}"
+        );
+    }
+    // New version: old chunks gone, new text found.
+    let (status, body) = s
+        .upload(
+            &s.owner_token,
+            &b,
+            "glaciers.md",
+            b"# Glaciers\n\nPiedmont lobes spread out where valley ice reaches a plain.".to_vec(),
+            json!({ "d": glacier }),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let job = body["data"]["uploadDocument"]["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let ev = s.follow_job(&s.owner_token, &job).await;
+    assert_eq!(
+        ev.last().map(|e| e["stage"].clone()),
+        Some(json!("searchable")),
+        "{ev:?}"
+    );
+    let r = search(&s, &dave, "piedmont lobes on a plain", "VECTOR", 50).await;
+    let hits = r["results"].as_array().cloned().unwrap_or_default();
+    assert_eq!(hits[0]["documentId"], json!(glacier), "{r}");
+    assert_eq!(hits[0]["version"], 2);
+    assert!(
+        hits.iter()
+            .all(|h| h["documentId"] != json!(glacier) || h["version"] == 2),
+        "no chunk of version 1 is left: {r}"
+    );
+    // Delete: gone from every mode.
+    s.gql_ok(
+        &s.owner_token,
+        "mutation($d: ID!) { deleteDocument(id: $d) }",
+        json!({ "d": glacier }),
+    )
+    .await;
+    for mode in ["VECTOR", "HYBRID", "LEXICAL"] {
+        let ids = sees(s.owner_token.clone(), mode, None).await;
+        assert!(!ids.contains(&glacier), "{mode}: {ids:?}");
+    }
+    assert!(sees(s.owner_token.clone(), "VECTOR", None)
+        .await
+        .contains(&rockets));
+    s.stop().await;
+}
+
+async fn bad_search_input_is_refused(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let (_, viewer) = s.user_with_token("vera", "VIEWER").await;
+    let (_, _, stranger) = s.other_team("elsewhere").await;
+    let theirs = s.create_corpus(&stranger, "theirs").await;
+    for (vars, code) in [
+        (json!({ "q": "   ", "m": "LEXICAL" }), "BAD_USER_INPUT"),
+        (
+            json!({ "q": "x", "m": "LEXICAL", "k": 0 }),
+            "BAD_USER_INPUT",
+        ),
+        (
+            json!({ "q": "x", "m": "LEXICAL", "k": 101 }),
+            "BAD_USER_INPUT",
+        ),
+        (
+            json!({ "q": "x".repeat(2001), "m": "LEXICAL" }),
+            "BAD_USER_INPUT",
+        ),
+        (
+            json!({ "q": "x", "m": "LEXICAL", "c": [theirs] }),
+            "NOT_FOUND",
+        ),
+        (
+            json!({ "q": "x", "m": "LEXICAL", "c": ["not-an-id"] }),
+            "NOT_FOUND",
+        ),
+        (
+            json!({ "q": "x", "m": "LEXICAL", "c": [] }),
+            "BAD_USER_INPUT",
+        ),
+    ] {
+        let body = s.gql(&viewer, SEARCH, vars.clone()).await;
+        assert_eq!(error_code(&body), Some(code), "{vars}: {body}");
+    }
+    // FTS and tsquery syntax in a query is just words.
+    let ok = s
+        .gql(
+            &viewer,
+            SEARCH,
+            json!({ "q": "\"unbalanced OR NEAR( -x* 'a' | !b &", "m": "LEXICAL" }),
+        )
+        .await;
+    assert!(ok.get("errors").is_none(), "{ok}");
+    s.stop().await;
+}
