@@ -147,9 +147,17 @@ async fn build_core(cfg: &Config, embedder: Option<Embedder>) -> Result<Cairn, S
             .ok()
             .filter(|p| p.file_stem().is_some_and(|n| n == "cairn")),
         extract_memory_mb: cfg.extract_memory_mb,
+        auto_kg: cfg.kg_auto_extract,
+    };
+    let utility = llm_client(cfg, cfg.llm_utility())?;
+    let kg = crate::knowledge::KgRunner {
+        store: store.clone(),
+        embedder: embedder.clone(),
+        extractor: kg_extractor(cfg, utility.clone()).await?,
     };
     let mut runners: HashMap<&'static str, Arc<dyn Runner>> = HashMap::new();
     runners.insert(ingest::KIND, Arc::new(ingest));
+    runners.insert(crate::knowledge::KIND, Arc::new(kg));
     let queue = Queue::start(
         store.clone(),
         bus.clone(),
@@ -172,12 +180,45 @@ async fn build_core(cfg: &Config, embedder: Option<Embedder>) -> Result<Cairn, S
     .with_models(Models {
         embedder,
         chat: llm_client(cfg, cfg.llm_chat())?,
-        utility: llm_client(cfg, cfg.llm_utility())?,
+        utility,
         pii: Some(
             cairn_llm::Anonymizer::new(cfg.pii_name_list()?)
                 .map_err(|e| StartError::Config(format!("PII names: {e}")))?,
         ),
     }))
+}
+
+/// The knowledge-graph extractor `CAIRN_KG_EXTRACTOR` names.
+async fn kg_extractor(
+    cfg: &Config,
+    utility: Option<cairn_llm::LlmClient>,
+) -> Result<Arc<dyn cairn_kg::Extractor>, StartError> {
+    match cfg.kg_extractor.as_str() {
+        "rules" => Ok(Arc::new(cairn_kg::Rules::new())),
+        "llm" => {
+            let client = utility.ok_or_else(|| {
+                StartError::Config(
+                    "CAIRN_KG_EXTRACTOR=llm needs an LLM endpoint (CAIRN_LLM_UTILITY_URL or CAIRN_LLM_URL)".into(),
+                )
+            })?;
+            Ok(Arc::new(crate::knowledge::LlmExtractor { client }))
+        }
+        "local" => {
+            let path = cfg.kg_local_model.clone().ok_or_else(|| {
+                StartError::Config("CAIRN_KG_EXTRACTOR=local needs CAIRN_KG_LOCAL_MODEL".into())
+            })?;
+            let local = tokio::task::spawn_blocking(move || {
+                cairn_kg::LocalGguf::load(path, cairn_kg::LocalConfig::default())
+            })
+            .await
+            .map_err(|e| StartError::Config(format!("local extractor: {e}")))?
+            .map_err(|e| StartError::Config(format!("local extractor: {e}")))?;
+            Ok(Arc::new(local))
+        }
+        other => Err(StartError::Config(format!(
+            "CAIRN_KG_EXTRACTOR must be rules, llm or local (not {other:?})"
+        ))),
+    }
 }
 
 /// A client for an LLM role, or `None` when the role has no endpoint.

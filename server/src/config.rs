@@ -178,6 +178,29 @@ pub struct Config {
     #[arg(long, env = "CAIRN_PII_NAMES_FILE", global = true)]
     pub pii_names_file: Option<PathBuf>,
 
+    /// Knowledge-graph extractor: `rules` (offline, deterministic), `llm` (the `utility` LLM
+    /// role in JSON mode) or `local` (a GGUF model, `CAIRN_KG_LOCAL_MODEL`).
+    #[arg(
+        long,
+        env = "CAIRN_KG_EXTRACTOR",
+        default_value = "rules",
+        global = true
+    )]
+    pub kg_extractor: String,
+
+    /// The GGUF file (with `tokenizer.json` beside it) of the `local` extractor.
+    #[arg(long, env = "CAIRN_KG_LOCAL_MODEL", global = true)]
+    pub kg_local_model: Option<PathBuf>,
+
+    /// Queue a knowledge extraction of each document right after it is ingested.
+    #[arg(
+        long,
+        env = "CAIRN_KG_AUTO_EXTRACT",
+        default_value_t = false,
+        global = true
+    )]
+    pub kg_auto_extract: bool,
+
     /// Log format on stderr.
     #[arg(long, env = "CAIRN_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
     pub log_format: LogFormat,
@@ -258,6 +281,9 @@ impl Config {
             llm_utility_model: None,
             pii_names: Vec::new(),
             pii_names_file: None,
+            kg_extractor: "rules".into(),
+            kg_local_model: None,
+            kg_auto_extract: false,
             log_format: LogFormat::Text,
         }
     }

@@ -22,5 +22,6 @@ pub mod graphql;
 pub mod http;
 pub mod ingest;
 pub mod jobs;
+pub mod knowledge;
 pub mod service;
 pub mod store;

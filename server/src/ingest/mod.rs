@@ -74,6 +74,8 @@ pub struct IngestRunner {
     pub extract_bin: Option<std::path::PathBuf>,
     /// The child's address-space limit.
     pub extract_memory_mb: u64,
+    /// Queue a knowledge extraction of the document after a successful ingest.
+    pub auto_kg: bool,
 }
 
 impl IngestRunner {
@@ -281,6 +283,21 @@ impl Runner for IngestRunner {
                 chunks: rows,
             })
             .await?;
+        if self.auto_kg && n > 0 {
+            let kg = crate::knowledge::KgPayload {
+                requested_by: p.owner_id,
+                corpus_id: None,
+                document_ids: Some(vec![doc.id]),
+            };
+            match kg.new_job(job.team_id) {
+                Ok(j) => {
+                    if let Err(e) = self.store.enqueue_job(j).await {
+                        tracing::warn!(error = %e, "automatic knowledge extraction not queued");
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "automatic knowledge extraction not queued"),
+            }
+        }
         Ok(json!({
             "documentId": doc.id,
             "version": version,

@@ -309,6 +309,17 @@ impl Cairn {
 }
 
 /// Consecutive chunks of one section share their overlap paragraphs; drop the repeat.
+/// A document version's text as the knowledge-graph extractor reads it: its chunks in order,
+/// the overlap between neighbours removed, joined by blank lines.
+pub fn document_text_of(chunks: Vec<entity::prelude::Chunk>) -> String {
+    dedupe_overlap(chunks.into_iter().map(|c| (c.section, c.content)).collect())
+        .into_iter()
+        .map(|(_, c)| c)
+        .filter(|c| !c.trim().is_empty())
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
 fn dedupe_overlap(chunks: Vec<(Option<String>, String)>) -> Vec<(Option<String>, String)> {
     let mut out: Vec<(Option<String>, String)> = Vec::with_capacity(chunks.len());
     for (section, content) in chunks {

@@ -49,9 +49,10 @@ pub type ServiceResult<T> = Result<T, ServiceError>;
 
 mod answer;
 mod documents;
+pub mod kg;
 pub mod search;
 pub use answer::{AnswerOutcome, Citation, LlmUsage};
-pub use documents::{DocumentPage, UploadRequest, DOC_PAGE_CHARS};
+pub use documents::{document_text_of, DocumentPage, UploadRequest, DOC_PAGE_CHARS};
 
 /// The models the core calls: the embedder (query vectors, extractive answers) and the LLM
 /// roles (`chat` for answers, `utility` for knowledge extraction), with the anonymizer that

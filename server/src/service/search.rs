@@ -190,17 +190,6 @@ impl Cairn {
         Ok(all.into_iter().take(first).map(|x| x.2).collect())
     }
 
-    /// The knowledge-graph seam of `searchAll`: entities whose name matches `q`, under the
-    /// mention rule. The graph is not built yet, so there are none.
-    pub async fn entity_hits(
-        &self,
-        _p: &Principal,
-        _q: &str,
-        _first: usize,
-    ) -> ServiceResult<Vec<EntityHit>> {
-        Ok(Vec::new())
-    }
-
     /// The seed's `[KNOWLEDGE]` line for the caller's team: how many documents the caller can
     /// read across the team's own corpora, and which corpora. `None` when the team has no
     /// corpora of its own (the block is then omitted).

@@ -312,7 +312,8 @@ impl Store {
         Ok((doc, version))
     }
 
-    /// Deletes a document: its chunks, versions and mentions (by cascade) in one transaction,
+    /// Deletes a document: its chunks, versions and knowledge-graph mentions (pruning entities
+    /// and relations left without one) in one transaction,
     /// then returns the blobs nothing references any more (rows already removed).
     pub async fn delete_document(&self, id: i64) -> StoreResult<Orphans> {
         let tx = self.connection().begin().await?;
@@ -323,8 +324,18 @@ impl Store {
             .into_iter()
             .map(|v| v.blob_id)
             .collect();
+        let team_id = Documents::find_by_id(id).one(&tx).await?.map(|d| d.team_id);
         delete_chunks(&tx, id).await?;
+        // The knowledge graph forgets the document in the same transaction: its mentions go
+        // (explicitly, not only by cascade), then what no mention supports any more.
+        let mut q = Sql::new(self.backend());
+        q.push("DELETE FROM kg_mentions WHERE document_id = ")
+            .bind(id);
+        tx.execute_raw(q.build()).await?;
         Documents::delete_by_id(id).exec(&tx).await?;
+        if let Some(team_id) = team_id {
+            super::kg::prune_orphans(&tx, team_id).await?;
+        }
         let orphans = prune_blobs(&tx, &blob_ids).await?;
         tx.commit().await?;
         self.sync_vector_index(&[id]).await;

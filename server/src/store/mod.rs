@@ -8,6 +8,7 @@
 
 pub mod documents;
 pub mod jobs;
+pub mod kg;
 pub mod readable;
 pub mod search;
 mod sql;

@@ -1,0 +1,639 @@
+//! The knowledge graph's tables: entities, relations, mentions and the per-version extraction
+//! marker (seed 001, DESIGN.md §7).
+//!
+//! * Writing an extraction is one transaction: upsert entities on `(team, type, name_norm)`
+//!   (first spelling kept, longest description kept), upsert relations on
+//!   `(team, subject, predicate, object)`, replace the document's mentions (every other
+//!   version's mentions go: supersession), prune what is left without a mention, write the
+//!   marker.
+//! * The mention rule is SQL: an entity or relation is returned only if it has a mention on a
+//!   document the principal can read ([`Readable`]), and a mention only if its document is
+//!   readable. Every reader takes a batch of ids (dataloaders).
+//! * Entity anchors ("name: description" embedded) live in `kg_entities.embedding`. On
+//!   PostgreSQL the cosine is pgvector's `<=>`; on SQLite the visible candidates' blobs are
+//!   read and scored in Rust (v1: an exact scan over the team's visible entities).
+
+use chrono::Utc;
+use sea_orm::{
+    ConnectionTrait, DatabaseBackend, DatabaseTransaction, QueryResult, TransactionTrait,
+};
+
+use super::documents::{f32_blob, vector_literal};
+use super::readable::Readable;
+use super::sql::Sql;
+use super::{Store, StoreError, StoreResult};
+use crate::auth::Principal;
+
+/// An entity row (without its anchor).
+#[derive(Clone, Debug, PartialEq)]
+pub struct KgEntity {
+    pub id: i64,
+    pub team_id: i64,
+    pub entity_type: String,
+    pub name: String,
+    pub name_norm: String,
+    pub description: Option<String>,
+}
+
+/// A relation row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KgRelation {
+    pub id: i64,
+    pub subject_id: i64,
+    pub predicate: String,
+    pub object_id: i64,
+}
+
+/// A readable mention, with what a citation needs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KgMention {
+    pub id: i64,
+    pub entity_id: Option<i64>,
+    pub relation_id: Option<i64>,
+    pub document_id: i64,
+    pub document_title: String,
+    pub version: i32,
+    pub snippet: String,
+    pub char_start: Option<i32>,
+}
+
+/// What [`Store::store_extraction`] wrote.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoredExtraction {
+    /// False when the document vanished or moved on to another version meanwhile (nothing
+    /// written).
+    pub stored: bool,
+    pub entities: usize,
+    pub relations: usize,
+    pub mentions: usize,
+}
+
+const ENTITY_COLS: &str = "e.id, e.team_id, e.type, e.name, e.name_norm, e.description";
+const MENTION_COLS: &str =
+    "m.id, m.entity_id, m.relation_id, m.document_id, d.title, m.version, m.snippet, m.char_start";
+
+fn entity_row(r: &QueryResult) -> StoreResult<KgEntity> {
+    Ok(KgEntity {
+        id: r.try_get_by_index(0)?,
+        team_id: r.try_get_by_index(1)?,
+        entity_type: r.try_get_by_index(2)?,
+        name: r.try_get_by_index(3)?,
+        name_norm: r.try_get_by_index(4)?,
+        description: r.try_get_by_index(5)?,
+    })
+}
+
+fn relation_row(r: &QueryResult) -> StoreResult<KgRelation> {
+    Ok(KgRelation {
+        id: r.try_get_by_index(0)?,
+        subject_id: r.try_get_by_index(1)?,
+        predicate: r.try_get_by_index(2)?,
+        object_id: r.try_get_by_index(3)?,
+    })
+}
+
+fn mention_row(r: &QueryResult) -> StoreResult<KgMention> {
+    Ok(KgMention {
+        id: r.try_get_by_index(0)?,
+        entity_id: r.try_get_by_index(1)?,
+        relation_id: r.try_get_by_index(2)?,
+        document_id: r.try_get_by_index(3)?,
+        document_title: r.try_get_by_index(4)?,
+        version: r.try_get_by_index(5)?,
+        snippet: r.try_get_by_index(6)?,
+        char_start: r.try_get_by_index(7)?,
+    })
+}
+
+/// ` EXISTS (a mention of <col> on a readable document)`.
+fn push_has_readable_mention(q: &mut Sql, p: &Principal, mention_col: &str, owner: &str) {
+    q.push(" EXISTS (SELECT 1 FROM kg_mentions vm JOIN documents vd ON vd.id = vm.document_id WHERE vm.")
+        .push(mention_col)
+        .push(" = ")
+        .push(owner)
+        .push(" AND ");
+    Readable::new(p).push_documents(q, "vd");
+    q.push(")");
+}
+
+/// `LIKE` pattern for a substring match, with the pattern characters escaped (`\`).
+fn like_contains(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('%');
+    for c in s.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('%');
+    out
+}
+
+fn blob_f32(b: &[u8]) -> Option<Vec<f32>> {
+    if !b.len().is_multiple_of(4) {
+        return None;
+    }
+    Some(
+        b.chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+    )
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    if a.len() != b.len() {
+        return 0.0;
+    }
+    let (mut dot, mut na, mut nb) = (0f32, 0f32, 0f32);
+    for (x, y) in a.iter().zip(b) {
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+    }
+    if na == 0.0 || nb == 0.0 {
+        0.0
+    } else {
+        dot / (na.sqrt() * nb.sqrt())
+    }
+}
+
+impl Store {
+    /// Stores one document version's extraction in one transaction (see the module docs).
+    /// `anchors[i]` is the embedding of entity `i` ("name: description"), when available.
+    pub async fn store_extraction(
+        &self,
+        team_id: i64,
+        document_id: i64,
+        version: i32,
+        extractor: &str,
+        x: &cairn_kg::Extraction,
+        anchors: &[Option<Vec<f32>>],
+    ) -> StoreResult<StoredExtraction> {
+        let backend = self.backend();
+        let tx = self.connection().begin().await?;
+        // The document must still be at this version (a new version supersedes this one).
+        let mut q = Sql::new(backend);
+        q.push("SELECT current_version FROM documents WHERE id = ")
+            .bind(document_id);
+        let current: Option<i32> = match tx.query_one_raw(q.build()).await? {
+            Some(r) => Some(r.try_get_by_index(0)?),
+            None => None,
+        };
+        if current != Some(version) {
+            tx.rollback().await?;
+            return Ok(StoredExtraction::default());
+        }
+        // Replace this document's mentions (of every version: supersession, and idempotence
+        // when the same version is extracted again).
+        let mut q = Sql::new(backend);
+        q.push("DELETE FROM kg_mentions WHERE document_id = ")
+            .bind(document_id);
+        tx.execute_raw(q.build()).await?;
+
+        let mut entity_ids = Vec::with_capacity(x.entities.len());
+        let mut mentions = 0usize;
+        for (i, e) in x.entities.iter().enumerate() {
+            let description = (!e.description.is_empty()).then(|| e.description.clone());
+            let anchor = anchors.get(i).cloned().flatten();
+            let mut q = Sql::new(backend);
+            q.push("INSERT INTO kg_entities (team_id, type, name, name_norm, description, embedding, first_seen_at) VALUES (")
+                .bind(team_id)
+                .push(", ")
+                .bind(e.entity_type.clone())
+                .push(", ")
+                .bind(e.name.clone())
+                .push(", ")
+                .bind(e.name_norm.clone())
+                .push(", ")
+                .bind(description)
+                .push(", ");
+            match (backend, anchor) {
+                (DatabaseBackend::Postgres, Some(v)) => {
+                    q.push("CAST(").bind(vector_literal(&v)).push(" AS vector)");
+                }
+                (_, Some(v)) => {
+                    q.bind(f32_blob(&v));
+                }
+                (_, None) => {
+                    q.push("NULL");
+                }
+            }
+            q.push(", ").bind(Utc::now());
+            // Longest description wins; the anchor follows the description it was built on.
+            q.push(") ON CONFLICT (team_id, type, name_norm) DO UPDATE SET \
+                description = CASE WHEN length(COALESCE(excluded.description, '')) > length(COALESCE(kg_entities.description, '')) THEN excluded.description ELSE kg_entities.description END, \
+                embedding = CASE WHEN kg_entities.embedding IS NULL OR length(COALESCE(excluded.description, '')) > length(COALESCE(kg_entities.description, '')) THEN COALESCE(excluded.embedding, kg_entities.embedding) ELSE kg_entities.embedding END \
+                RETURNING id");
+            let row = tx
+                .query_one_raw(q.build())
+                .await?
+                .ok_or_else(|| StoreError::Corrupt("entity upsert returned no row".into()))?;
+            let id: i64 = row.try_get_by_index(0)?;
+            entity_ids.push(id);
+            for m in &e.mentions {
+                insert_mention(&tx, team_id, Some(id), None, document_id, version, m).await?;
+                mentions += 1;
+            }
+        }
+        let mut relations = 0usize;
+        for r in &x.relations {
+            let (Some(&s), Some(&o)) = (entity_ids.get(r.subject), entity_ids.get(r.object)) else {
+                return Err(StoreError::Corrupt(
+                    "relation points outside its extraction".into(),
+                ));
+            };
+            let mut q = Sql::new(backend);
+            q.push("INSERT INTO kg_relations (team_id, subject_id, predicate, object_id, first_seen_at) VALUES (")
+                .bind(team_id)
+                .push(", ")
+                .bind(s)
+                .push(", ")
+                .bind(r.predicate.clone())
+                .push(", ")
+                .bind(o)
+                .push(", ")
+                .bind(Utc::now());
+            q.push(") ON CONFLICT (team_id, subject_id, predicate, object_id) DO UPDATE SET predicate = excluded.predicate RETURNING id");
+            let row = tx
+                .query_one_raw(q.build())
+                .await?
+                .ok_or_else(|| StoreError::Corrupt("relation upsert returned no row".into()))?;
+            let id: i64 = row.try_get_by_index(0)?;
+            relations += 1;
+            for m in &r.mentions {
+                insert_mention(&tx, team_id, None, Some(id), document_id, version, m).await?;
+                mentions += 1;
+            }
+        }
+        prune_orphans(&tx, team_id).await?;
+        let mut q = Sql::new(backend);
+        q.push("INSERT INTO kg_extractions (document_id, version, entities, relations, extractor, extracted_at) VALUES (")
+            .bind(document_id)
+            .push(", ")
+            .bind(version)
+            .push(", ")
+            .bind(x.entities.len() as i32)
+            .push(", ")
+            .bind(x.relations.len() as i32)
+            .push(", ")
+            .bind(extractor.to_owned())
+            .push(", ")
+            .bind(Utc::now());
+        q.push(") ON CONFLICT (document_id, version) DO UPDATE SET entities = excluded.entities, relations = excluded.relations, extractor = excluded.extractor, extracted_at = excluded.extracted_at");
+        tx.execute_raw(q.build()).await?;
+        tx.commit().await?;
+        Ok(StoredExtraction {
+            stored: true,
+            entities: x.entities.len(),
+            relations,
+            mentions,
+        })
+    }
+
+    /// Entities among `ids` with at least one mention `p` can read (dataloader batch).
+    pub async fn visible_entities(&self, p: &Principal, ids: &[i64]) -> StoreResult<Vec<KgEntity>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut q = Sql::new(self.backend());
+        q.push("SELECT ")
+            .push(ENTITY_COLS)
+            .push(" FROM kg_entities e WHERE e.id IN ")
+            .push_list(ids.iter().copied())
+            .push(" AND");
+        push_has_readable_mention(&mut q, p, "entity_id", "e.id");
+        q.push(" ORDER BY e.id");
+        self.connection()
+            .query_all_raw(q.build())
+            .await?
+            .iter()
+            .map(entity_row)
+            .collect()
+    }
+
+    /// The readable mentions of the entities among `ids`, by entity then id (one query).
+    pub async fn readable_mentions_of_entities(
+        &self,
+        p: &Principal,
+        ids: &[i64],
+    ) -> StoreResult<Vec<KgMention>> {
+        self.readable_mentions(p, "entity_id", ids).await
+    }
+
+    /// The readable mentions of the relations among `ids`, by relation then id (one query).
+    pub async fn readable_mentions_of_relations(
+        &self,
+        p: &Principal,
+        ids: &[i64],
+    ) -> StoreResult<Vec<KgMention>> {
+        self.readable_mentions(p, "relation_id", ids).await
+    }
+
+    async fn readable_mentions(
+        &self,
+        p: &Principal,
+        col: &str,
+        ids: &[i64],
+    ) -> StoreResult<Vec<KgMention>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut q = Sql::new(self.backend());
+        q.push("SELECT ")
+            .push(MENTION_COLS)
+            .push(" FROM kg_mentions m JOIN documents d ON d.id = m.document_id WHERE m.")
+            .push(col)
+            .push(" IN ")
+            .push_list(ids.iter().copied())
+            .push(" AND ");
+        Readable::new(p).push_documents(&mut q, "d");
+        q.push(" ORDER BY m.").push(col).push(", m.id");
+        self.connection()
+            .query_all_raw(q.build())
+            .await?
+            .iter()
+            .map(mention_row)
+            .collect()
+    }
+
+    /// Relations touching (as subject or object) the entities among `ids` that have a
+    /// readable mention (one query).
+    pub async fn visible_relations_of_entities(
+        &self,
+        p: &Principal,
+        ids: &[i64],
+    ) -> StoreResult<Vec<KgRelation>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut q = Sql::new(self.backend());
+        q.push("SELECT r.id, r.subject_id, r.predicate, r.object_id FROM kg_relations r WHERE (r.subject_id IN ")
+            .push_list(ids.iter().copied())
+            .push(" OR r.object_id IN ")
+            .push_list(ids.iter().copied())
+            .push(") AND");
+        push_has_readable_mention(&mut q, p, "relation_id", "r.id");
+        q.push(" ORDER BY r.id");
+        self.connection()
+            .query_all_raw(q.build())
+            .await?
+            .iter()
+            .map(relation_row)
+            .collect()
+    }
+
+    /// Visible relations among `ids` (dataloader batch).
+    pub async fn visible_relations(
+        &self,
+        p: &Principal,
+        ids: &[i64],
+    ) -> StoreResult<Vec<KgRelation>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut q = Sql::new(self.backend());
+        q.push("SELECT r.id, r.subject_id, r.predicate, r.object_id FROM kg_relations r WHERE r.id IN ")
+            .push_list(ids.iter().copied())
+            .push(" AND");
+        push_has_readable_mention(&mut q, p, "relation_id", "r.id");
+        q.push(" ORDER BY r.id");
+        self.connection()
+            .query_all_raw(q.build())
+            .await?
+            .iter()
+            .map(relation_row)
+            .collect()
+    }
+
+    /// One page of visible entities by id: optionally of one type, optionally whose
+    /// normalized name contains `name_norm`.
+    pub async fn find_entities(
+        &self,
+        p: &Principal,
+        name_norm: Option<&str>,
+        entity_type: Option<&str>,
+        after: Option<i64>,
+        limit: u64,
+    ) -> StoreResult<Vec<KgEntity>> {
+        let mut q = Sql::new(self.backend());
+        q.push("SELECT ")
+            .push(ENTITY_COLS)
+            .push(" FROM kg_entities e WHERE");
+        push_has_readable_mention(&mut q, p, "entity_id", "e.id");
+        if let Some(t) = entity_type {
+            q.push(" AND e.type = ").bind(t.to_owned());
+        }
+        if let Some(n) = name_norm.filter(|n| !n.is_empty()) {
+            q.push(" AND e.name_norm LIKE ")
+                .bind(like_contains(n))
+                .push(" ESCAPE '\\'");
+        }
+        if let Some(a) = after {
+            q.push(" AND e.id > ").bind(a);
+        }
+        q.push(" ORDER BY e.id LIMIT ").bind(limit as i64);
+        self.connection()
+            .query_all_raw(q.build())
+            .await?
+            .iter()
+            .map(entity_row)
+            .collect()
+    }
+
+    /// Visible entities whose normalized name contains `name_norm`, best first: exact, then
+    /// prefix, then shorter names; at most `limit`.
+    pub async fn entities_by_name(
+        &self,
+        p: &Principal,
+        name_norm: &str,
+        entity_type: Option<&str>,
+        limit: u64,
+    ) -> StoreResult<Vec<KgEntity>> {
+        let mut q = Sql::new(self.backend());
+        q.push("SELECT ")
+            .push(ENTITY_COLS)
+            .push(" FROM kg_entities e WHERE e.name_norm LIKE ")
+            .bind(like_contains(name_norm))
+            .push(" ESCAPE '\\' AND");
+        push_has_readable_mention(&mut q, p, "entity_id", "e.id");
+        if let Some(t) = entity_type {
+            q.push(" AND e.type = ").bind(t.to_owned());
+        }
+        q.push(" ORDER BY CASE WHEN e.name_norm = ")
+            .bind(name_norm.to_owned())
+            .push(" THEN 0 WHEN e.name_norm LIKE ")
+            .bind(like_contains(name_norm).trim_start_matches('%').to_owned())
+            .push(" ESCAPE '\\' THEN 1 ELSE 2 END, length(e.name_norm), e.id LIMIT ")
+            .bind(limit as i64);
+        self.connection()
+            .query_all_raw(q.build())
+            .await?
+            .iter()
+            .map(entity_row)
+            .collect()
+    }
+
+    /// Visible entities nearest to `query` by anchor cosine, best first, with the cosine.
+    /// PostgreSQL: pgvector `<=>`. SQLite: every visible anchored entity of the principal's
+    /// reach is read and scored in Rust (exact; fine at v1's sizes).
+    pub async fn entities_by_vector(
+        &self,
+        p: &Principal,
+        query: &[f32],
+        entity_type: Option<&str>,
+        limit: usize,
+    ) -> StoreResult<Vec<(i64, f32)>> {
+        let mut q = Sql::new(self.backend());
+        match self.backend() {
+            DatabaseBackend::Postgres => {
+                q.push("SELECT e.id, (1 - (e.embedding <=> CAST(")
+                    .bind(vector_literal(query))
+                    .push(
+                        " AS vector)))::real FROM kg_entities e WHERE e.embedding IS NOT NULL AND",
+                    );
+                push_has_readable_mention(&mut q, p, "entity_id", "e.id");
+                if let Some(t) = entity_type {
+                    q.push(" AND e.type = ").bind(t.to_owned());
+                }
+                q.push(" ORDER BY e.embedding <=> CAST(")
+                    .bind(vector_literal(query))
+                    .push(" AS vector), e.id LIMIT ")
+                    .bind(limit as i64);
+                let rows = self.connection().query_all_raw(q.build()).await?;
+                rows.iter()
+                    .map(|r| Ok((r.try_get_by_index(0)?, r.try_get_by_index(1)?)))
+                    .collect()
+            }
+            _ => {
+                q.push(
+                    "SELECT e.id, e.embedding FROM kg_entities e WHERE e.embedding IS NOT NULL AND",
+                );
+                push_has_readable_mention(&mut q, p, "entity_id", "e.id");
+                if let Some(t) = entity_type {
+                    q.push(" AND e.type = ").bind(t.to_owned());
+                }
+                let rows = self.connection().query_all_raw(q.build()).await?;
+                let mut scored = Vec::with_capacity(rows.len());
+                for r in &rows {
+                    let id: i64 = r.try_get_by_index(0)?;
+                    let blob: Vec<u8> = r.try_get_by_index(1)?;
+                    if let Some(v) = blob_f32(&blob) {
+                        scored.push((id, cosine(query, &v)));
+                    }
+                }
+                scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+                scored.truncate(limit);
+                Ok(scored)
+            }
+        }
+    }
+
+    /// Documents of `p`'s team that `p` can read and whose current version has no
+    /// extraction marker, by id, at most `limit`: of one corpus, or among `ids`, or all.
+    pub async fn unextracted_documents(
+        &self,
+        p: &Principal,
+        corpus_id: Option<i64>,
+        ids: Option<&[i64]>,
+        limit: u64,
+    ) -> StoreResult<Vec<(i64, i32)>> {
+        let mut q = Sql::new(self.backend());
+        q.push("SELECT d.id, d.current_version FROM documents d WHERE d.team_id = ")
+            .bind(p.team_id);
+        if let Some(c) = corpus_id {
+            q.push(" AND d.corpus_id = ").bind(c);
+        }
+        if let Some(ids) = ids {
+            if ids.is_empty() {
+                return Ok(Vec::new());
+            }
+            q.push(" AND d.id IN ").push_list(ids.iter().copied());
+        }
+        q.push(" AND d.chunk_count > 0 AND NOT EXISTS (SELECT 1 FROM kg_extractions x WHERE x.document_id = d.id AND x.version = d.current_version) AND ");
+        Readable::new(p).push_documents(&mut q, "d");
+        q.push(" ORDER BY d.id LIMIT ").bind(limit as i64);
+        let rows = self.connection().query_all_raw(q.build()).await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get_by_index(0)?, r.try_get_by_index(1)?)))
+            .collect()
+    }
+
+    /// The versions of a document that carry an extraction marker.
+    pub async fn extraction_markers(&self, document_id: i64) -> StoreResult<Vec<i32>> {
+        let mut q = Sql::new(self.backend());
+        q.push("SELECT version FROM kg_extractions WHERE document_id = ")
+            .bind(document_id)
+            .push(" ORDER BY version");
+        let rows = self.connection().query_all_raw(q.build()).await?;
+        rows.iter().map(|r| Ok(r.try_get_by_index(0)?)).collect()
+    }
+}
+
+async fn insert_mention(
+    tx: &DatabaseTransaction,
+    team_id: i64,
+    entity_id: Option<i64>,
+    relation_id: Option<i64>,
+    document_id: i64,
+    version: i32,
+    m: &cairn_kg::Mention,
+) -> StoreResult<()> {
+    let mut q = Sql::new(tx.get_database_backend());
+    q.push("INSERT INTO kg_mentions (team_id, entity_id, relation_id, document_id, version, snippet, char_start, extracted_at) VALUES (")
+        .bind(team_id)
+        .push(", ")
+        .bind(entity_id)
+        .push(", ")
+        .bind(relation_id)
+        .push(", ")
+        .bind(document_id)
+        .push(", ")
+        .bind(version)
+        .push(", ")
+        .bind(m.snippet.clone())
+        .push(", ")
+        .bind(i32::try_from(m.char_offset).ok())
+        .push(", ")
+        .bind(Utc::now())
+        .push(")");
+    tx.execute_raw(q.build()).await?;
+    Ok(())
+}
+
+/// Deletes the team's relations, then entities, that no mention supports any more.
+pub(crate) async fn prune_orphans(tx: &DatabaseTransaction, team_id: i64) -> StoreResult<()> {
+    let backend = tx.get_database_backend();
+    let mut q = Sql::new(backend);
+    q.push("DELETE FROM kg_relations WHERE team_id = ")
+        .bind(team_id)
+        .push(
+            " AND NOT EXISTS (SELECT 1 FROM kg_mentions m WHERE m.relation_id = kg_relations.id)",
+        );
+    tx.execute_raw(q.build()).await?;
+    let mut q = Sql::new(backend);
+    q.push("DELETE FROM kg_entities WHERE team_id = ")
+        .bind(team_id)
+        .push(" AND NOT EXISTS (SELECT 1 FROM kg_mentions m WHERE m.entity_id = kg_entities.id)");
+    tx.execute_raw(q.build()).await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn like_patterns_are_escaped() {
+        assert_eq!(like_contains("a_b%c"), "%a\\_b\\%c%");
+    }
+
+    #[test]
+    fn cosine_of_blob() {
+        let v = [1.0f32, 0.0, 0.0];
+        let b = f32_blob(&v);
+        let back = blob_f32(&b).unwrap_or_default();
+        assert!((cosine(&v, &back) - 1.0).abs() < 1e-6);
+        assert_eq!(cosine(&v, &[0.0, 1.0, 0.0]), 0.0);
+    }
+}
