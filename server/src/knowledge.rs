@@ -218,7 +218,7 @@ impl KgRunner {
             .store
             .insert_usage(
                 job.team_id,
-                "kg_extract",
+                "llm",
                 self.extractor.model(),
                 u.input_tokens as i64,
                 u.output_tokens as i64,

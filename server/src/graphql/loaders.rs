@@ -5,13 +5,14 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use async_graphql::dataloader::{DataLoader, Loader};
+use async_graphql::dataloader::{DataLoader, HashMapCache, Loader};
 use entity::prelude::{Corpus, Document, Team, User};
 
 use super::documents::{GqlChunk, GqlDocumentVersion};
 
 use crate::auth::Principal;
 use crate::service::{Cairn, ServiceError};
+use crate::store::kg::{KgEntity, KgMention, KgRelation};
 use crate::store::CorpusCounts;
 
 pub type LoadError = Arc<ServiceError>;
@@ -169,6 +170,108 @@ impl Loader<i64> for ChunksLoader {
     }
 }
 
+/// Visible knowledge-graph entities (at least one readable mention), by id.
+pub struct KgEntityLoader {
+    pub cairn: Cairn,
+    pub principal: Principal,
+}
+
+impl Loader<i64> for KgEntityLoader {
+    type Value = KgEntity;
+    type Error = LoadError;
+
+    async fn load(&self, keys: &[i64]) -> Result<HashMap<i64, KgEntity>, LoadError> {
+        let rows = self
+            .cairn
+            .entities_by_ids(&self.principal, keys)
+            .await
+            .map_err(Arc::new)?;
+        Ok(rows.into_iter().map(|e| (e.id, e)).collect())
+    }
+}
+
+/// Readable mentions of entities, by entity id.
+pub struct KgEntityMentionsLoader {
+    pub cairn: Cairn,
+    pub principal: Principal,
+}
+
+impl Loader<i64> for KgEntityMentionsLoader {
+    type Value = Vec<KgMention>;
+    type Error = LoadError;
+
+    async fn load(&self, keys: &[i64]) -> Result<HashMap<i64, Vec<KgMention>>, LoadError> {
+        let rows = self
+            .cairn
+            .entity_mentions(&self.principal, keys)
+            .await
+            .map_err(Arc::new)?;
+        let mut out: HashMap<i64, Vec<KgMention>> = HashMap::new();
+        for m in rows {
+            if let Some(e) = m.entity_id {
+                out.entry(e).or_default().push(m);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Readable mentions of relations, by relation id.
+pub struct KgRelationMentionsLoader {
+    pub cairn: Cairn,
+    pub principal: Principal,
+}
+
+impl Loader<i64> for KgRelationMentionsLoader {
+    type Value = Vec<KgMention>;
+    type Error = LoadError;
+
+    async fn load(&self, keys: &[i64]) -> Result<HashMap<i64, Vec<KgMention>>, LoadError> {
+        let rows = self
+            .cairn
+            .relation_mentions(&self.principal, keys)
+            .await
+            .map_err(Arc::new)?;
+        let mut out: HashMap<i64, Vec<KgMention>> = HashMap::new();
+        for m in rows {
+            if let Some(r) = m.relation_id {
+                out.entry(r).or_default().push(m);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Visible relations in and out of entities, by entity id.
+pub struct KgEntityRelationsLoader {
+    pub cairn: Cairn,
+    pub principal: Principal,
+}
+
+impl Loader<i64> for KgEntityRelationsLoader {
+    type Value = Vec<KgRelation>;
+    type Error = LoadError;
+
+    async fn load(&self, keys: &[i64]) -> Result<HashMap<i64, Vec<KgRelation>>, LoadError> {
+        let rows = self
+            .cairn
+            .entity_relations(&self.principal, keys)
+            .await
+            .map_err(Arc::new)?;
+        let wanted: std::collections::HashSet<i64> = keys.iter().copied().collect();
+        let mut out: HashMap<i64, Vec<KgRelation>> = HashMap::new();
+        for r in rows {
+            if wanted.contains(&r.subject_id) {
+                out.entry(r.subject_id).or_default().push(r.clone());
+            }
+            if r.object_id != r.subject_id && wanted.contains(&r.object_id) {
+                out.entry(r.object_id).or_default().push(r);
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// The per-request data a resolver may rely on once the caller is authenticated.
 pub struct Loaders {
     pub corpora: DataLoader<CorpusLoader>,
@@ -178,6 +281,13 @@ pub struct Loaders {
     pub teams: DataLoader<TeamLoader>,
     pub users: DataLoader<UserLoader>,
     pub corpus_counts: DataLoader<CorpusCountsLoader>,
+    // The knowledge-graph loaders cache per request, so a list resolver can prime them for
+    // its whole page (`graphql::kg::prime`) and the per-item fields never query again: the
+    // statement count of a nested `entities` query does not depend on batching timing.
+    pub kg_entities: DataLoader<KgEntityLoader, HashMapCache>,
+    pub kg_entity_mentions: DataLoader<KgEntityMentionsLoader, HashMapCache>,
+    pub kg_relation_mentions: DataLoader<KgRelationMentionsLoader, HashMapCache>,
+    pub kg_entity_relations: DataLoader<KgEntityRelationsLoader, HashMapCache>,
 }
 
 impl Loaders {
@@ -225,6 +335,38 @@ impl Loaders {
                     principal: principal.clone(),
                 },
                 tokio::spawn,
+            ),
+            kg_entities: DataLoader::with_cache(
+                KgEntityLoader {
+                    cairn: cairn.clone(),
+                    principal: principal.clone(),
+                },
+                tokio::spawn,
+                HashMapCache::default(),
+            ),
+            kg_entity_mentions: DataLoader::with_cache(
+                KgEntityMentionsLoader {
+                    cairn: cairn.clone(),
+                    principal: principal.clone(),
+                },
+                tokio::spawn,
+                HashMapCache::default(),
+            ),
+            kg_relation_mentions: DataLoader::with_cache(
+                KgRelationMentionsLoader {
+                    cairn: cairn.clone(),
+                    principal: principal.clone(),
+                },
+                tokio::spawn,
+                HashMapCache::default(),
+            ),
+            kg_entity_relations: DataLoader::with_cache(
+                KgEntityRelationsLoader {
+                    cairn: cairn.clone(),
+                    principal: principal.clone(),
+                },
+                tokio::spawn,
+                HashMapCache::default(),
             ),
         }
     }

@@ -3,6 +3,7 @@
 
 pub mod documents;
 pub mod error;
+pub mod kg;
 pub mod loaders;
 pub mod search;
 pub mod types;
@@ -22,10 +23,15 @@ use types::{api, GqlApiToken, GqlCorpus, GqlRole, GqlUser, Me, NewToken};
 
 /// The whole API: the foundation's objects merged with the document and job ones.
 #[derive(async_graphql::MergedObject, Default)]
-pub struct Query(CoreQuery, documents::DocumentQuery, search::SearchQuery);
+pub struct Query(
+    CoreQuery,
+    documents::DocumentQuery,
+    search::SearchQuery,
+    kg::KgQuery,
+);
 
 #[derive(async_graphql::MergedObject, Default)]
-pub struct Mutation(CoreMutation, documents::DocumentMutation);
+pub struct Mutation(CoreMutation, documents::DocumentMutation, kg::KgMutation);
 
 #[derive(async_graphql::MergedSubscription, Default)]
 pub struct SubscriptionRoot(CoreSubscription, documents::JobSubscription);
@@ -91,7 +97,7 @@ pub(crate) fn parse_id(id: &ID, what: &'static str) -> async_graphql::Result<i64
         .map_err(|_| api(ServiceError::NotFound(what)))
 }
 
-const MAX_PAGE: usize = 100;
+pub(crate) const MAX_PAGE: usize = 100;
 
 /// Connection cursors are the last row's id.
 pub(crate) fn parse_cursor(after: Option<String>) -> async_graphql::Result<Option<i64>> {

@@ -97,6 +97,8 @@ pub struct Store {
     url: String,
     /// SQLite's in-memory vector index (unused on PostgreSQL).
     index: std::sync::Arc<search::IndexSlot>,
+    /// SQL statements run so far through this handle and its clones.
+    statements: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Store {
@@ -148,16 +150,30 @@ impl Store {
         } else {
             opts.max_connections(16);
         }
-        let db = Database::connect(opts).await?;
+        let mut db = Database::connect(opts).await?;
+        // Every statement sea-orm runs (pool and transactions) is counted: a cheap metric,
+        // and how the tests prove a GraphQL query's statement count does not grow with N.
+        let statements = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counter = statements.clone();
+        db.set_metric_callback(move |info| {
+            counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::trace!(target: "cairn::sql", sql = %info.statement.sql, "statement");
+        });
         Ok(Store {
             db,
             url,
             index: Default::default(),
+            statements,
         })
     }
 
     pub fn backend(&self) -> DatabaseBackend {
         self.db.get_database_backend()
+    }
+
+    /// How many SQL statements this store (all its clones) has run since it was opened.
+    pub fn statement_count(&self) -> u64 {
+        self.statements.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub fn connection(&self) -> &DatabaseConnection {

@@ -1,0 +1,345 @@
+//! GraphQL types and resolvers for the knowledge graph: `entities`, `entity`,
+//! `neighbourhood`, `kgQuery`, `extractKnowledge`. Thin: parse, call `service`, convert; every
+//! relation field (an entity's relations and mentions, a relation's ends and mentions, a
+//! mention's document) goes through a per-request dataloader.
+
+use async_graphql::connection::{Connection, EmptyFields};
+use async_graphql::{ComplexObject, Context, Object, SimpleObject, ID};
+
+use super::documents::GqlJob;
+use super::types::api;
+use super::{cairn_of, loaders_of, page, parse_cursor, parse_id, principal_of, MAX_PAGE};
+use crate::service::ServiceError;
+use crate::store::kg::{KgEntity, KgMention, KgRelation};
+
+/// An entity: a thing with a type and a canonical name, visible because at least one of its
+/// mentions is on a document the caller can read.
+#[derive(SimpleObject, Clone)]
+#[graphql(name = "Entity", complex)]
+pub struct GqlEntity {
+    pub id: ID,
+    pub name: String,
+    #[graphql(name = "type")]
+    pub entity_type: String,
+    pub description: Option<String>,
+    #[graphql(skip)]
+    pub raw_id: i64,
+}
+
+impl From<KgEntity> for GqlEntity {
+    fn from(e: KgEntity) -> Self {
+        GqlEntity {
+            id: ID(e.id.to_string()),
+            name: e.name,
+            entity_type: e.entity_type,
+            description: e.description,
+            raw_id: e.id,
+        }
+    }
+}
+
+fn load_err(e: impl std::fmt::Display) -> async_graphql::Error {
+    api(ServiceError::Internal(e.to_string()))
+}
+
+#[ComplexObject]
+impl GqlEntity {
+    /// Relations in and out of this entity that have a readable mention.
+    async fn relations(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<GqlRelation>> {
+        let rels = loaders_of(ctx)?
+            .kg_entity_relations
+            .load_one(self.raw_id)
+            .await
+            .map_err(load_err)?
+            .unwrap_or_default();
+        Ok(rels.into_iter().map(GqlRelation::from).collect())
+    }
+
+    /// Every mention of this entity on a readable document.
+    async fn mentions(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<GqlMention>> {
+        let ms = loaders_of(ctx)?
+            .kg_entity_mentions
+            .load_one(self.raw_id)
+            .await
+            .map_err(load_err)?
+            .unwrap_or_default();
+        Ok(ms.into_iter().map(GqlMention::from).collect())
+    }
+}
+
+/// A typed, directed edge between two entities.
+#[derive(SimpleObject, Clone)]
+#[graphql(name = "Relation", complex)]
+pub struct GqlRelation {
+    pub id: ID,
+    /// lower_snake_case.
+    pub predicate: String,
+    #[graphql(skip)]
+    pub raw_id: i64,
+    #[graphql(skip)]
+    pub subject_id: i64,
+    #[graphql(skip)]
+    pub object_id: i64,
+}
+
+impl From<KgRelation> for GqlRelation {
+    fn from(r: KgRelation) -> Self {
+        GqlRelation {
+            id: ID(r.id.to_string()),
+            predicate: r.predicate,
+            raw_id: r.id,
+            subject_id: r.subject_id,
+            object_id: r.object_id,
+        }
+    }
+}
+
+async fn load_entity(ctx: &Context<'_>, id: i64) -> async_graphql::Result<Option<GqlEntity>> {
+    Ok(loaders_of(ctx)?
+        .kg_entities
+        .load_one(id)
+        .await
+        .map_err(load_err)?
+        .map(GqlEntity::from))
+}
+
+#[ComplexObject]
+impl GqlRelation {
+    async fn subject(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<GqlEntity>> {
+        load_entity(ctx, self.subject_id).await
+    }
+
+    async fn object(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<GqlEntity>> {
+        load_entity(ctx, self.object_id).await
+    }
+
+    /// Every mention of this relation on a readable document.
+    async fn mentions(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<GqlMention>> {
+        let ms = loaders_of(ctx)?
+            .kg_relation_mentions
+            .load_one(self.raw_id)
+            .await
+            .map_err(load_err)?
+            .unwrap_or_default();
+        Ok(ms.into_iter().map(GqlMention::from).collect())
+    }
+}
+
+/// Where a fact was stated: the document and version, the verbatim sentence, and its
+/// character offset in the text the extractor was given.
+#[derive(SimpleObject, Clone)]
+#[graphql(name = "Mention")]
+pub struct GqlMention {
+    pub id: ID,
+    pub version: i32,
+    pub snippet: String,
+    /// Offset of the snippet in the document's text, in characters.
+    pub offset: Option<i32>,
+    /// The (readable) document that stated it.
+    pub document: GqlMentionDocument,
+}
+
+/// The document a mention cites: its id and title (read with the mention, in the same
+/// query that applied the readable rule).
+#[derive(SimpleObject, Clone)]
+#[graphql(name = "MentionDocument")]
+pub struct GqlMentionDocument {
+    pub id: ID,
+    pub title: String,
+}
+
+impl From<KgMention> for GqlMention {
+    fn from(m: KgMention) -> Self {
+        GqlMention {
+            id: ID(m.id.to_string()),
+            version: m.version,
+            snippet: m.snippet,
+            offset: m.char_start,
+            document: GqlMentionDocument {
+                id: ID(m.document_id.to_string()),
+                title: m.document_title,
+            },
+        }
+    }
+}
+
+/// Loads, for a whole list of entities at once, the fields the query selects below them
+/// (`look` is the entity's selection): mentions, relations, the relations' mentions and
+/// ends. The per-item resolvers then hit the loaders' per-request cache.
+async fn prime(
+    ctx: &Context<'_>,
+    look: async_graphql::Lookahead<'_>,
+    ids: &[i64],
+) -> async_graphql::Result<()> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let l = loaders_of(ctx)?;
+    if look.field("mentions").exists() {
+        l.kg_entity_mentions
+            .load_many(ids.iter().copied())
+            .await
+            .map_err(load_err)?;
+    }
+    let rels = look.field("relations");
+    if rels.exists() {
+        let loaded = l
+            .kg_entity_relations
+            .load_many(ids.iter().copied())
+            .await
+            .map_err(load_err)?;
+        let mut rel_ids = Vec::new();
+        let mut ends = Vec::new();
+        for r in loaded.values().flatten() {
+            rel_ids.push(r.id);
+            ends.push(r.subject_id);
+            ends.push(r.object_id);
+        }
+        if rels.field("mentions").exists() {
+            l.kg_relation_mentions
+                .load_many(rel_ids)
+                .await
+                .map_err(load_err)?;
+        }
+        if rels.field("subject").exists() || rels.field("object").exists() {
+            l.kg_entities.load_many(ends).await.map_err(load_err)?;
+        }
+    }
+    Ok(())
+}
+
+/// A neighbourhood: the entities reached and the relations walked.
+#[derive(SimpleObject)]
+#[graphql(name = "Subgraph")]
+pub struct GqlSubgraph {
+    pub nodes: Vec<GqlEntity>,
+    pub edges: Vec<GqlRelation>,
+}
+
+#[derive(Default)]
+pub struct KgQuery;
+
+#[Object]
+impl KgQuery {
+    /// Entities with a readable mention: by id without `q`; with `q`, the name match fused
+    /// with the anchor (name + description) similarity. `type` filters.
+    async fn entities(
+        &self,
+        ctx: &Context<'_>,
+        q: Option<String>,
+        #[graphql(name = "type")] entity_type: Option<String>,
+        first: Option<i32>,
+        after: Option<String>,
+    ) -> async_graphql::Result<Connection<String, GqlEntity, EmptyFields, EmptyFields>> {
+        let p = principal_of(ctx)?;
+        let limit = first.unwrap_or(20).clamp(1, MAX_PAGE as i32) as usize;
+        let after = parse_cursor(after)?;
+        let rows = cairn_of(ctx)?
+            .entities(p, q.as_deref(), entity_type.as_deref(), after, limit)
+            .await
+            .map_err(api)?;
+        let ids: Vec<i64> = rows.iter().take(limit).map(|e| e.id).collect();
+        prime(ctx, ctx.look_ahead().field("edges").field("node"), &ids).await?;
+        Ok(page(
+            rows,
+            limit,
+            after.is_some(),
+            |e| e.id,
+            GqlEntity::from,
+        ))
+    }
+
+    /// One entity; null both when it does not exist and when no mention of it is readable.
+    async fn entity(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Option<GqlEntity>> {
+        let p = principal_of(ctx)?;
+        let Ok(id) = id.parse::<i64>() else {
+            return Ok(None);
+        };
+        Ok(cairn_of(ctx)?
+            .entity(p, id)
+            .await
+            .map_err(api)?
+            .map(GqlEntity::from))
+    }
+
+    /// The entities and relations within `hops` (0…2) of an entity given by id or name.
+    async fn neighbourhood(
+        &self,
+        ctx: &Context<'_>,
+        id: Option<ID>,
+        name: Option<String>,
+        #[graphql(default = 1)] hops: i32,
+    ) -> async_graphql::Result<GqlSubgraph> {
+        let p = principal_of(ctx)?;
+        let id = id.as_ref().map(|i| parse_id(i, "entity")).transpose()?;
+        let g = cairn_of(ctx)?
+            .neighbourhood(p, id, name.as_deref(), hops)
+            .await
+            .map_err(api)?;
+        let look = ctx.look_ahead();
+        let node_ids: Vec<i64> = g.nodes.iter().map(|e| e.id).collect();
+        prime(ctx, look.field("nodes"), &node_ids).await?;
+        let edges = look.field("edges");
+        if edges.field("mentions").exists() {
+            loaders_of(ctx)?
+                .kg_relation_mentions
+                .load_many(g.edges.iter().map(|r| r.id))
+                .await
+                .map_err(load_err)?;
+        }
+        Ok(GqlSubgraph {
+            nodes: g.nodes.into_iter().map(GqlEntity::from).collect(),
+            edges: g.edges.into_iter().map(GqlRelation::from).collect(),
+        })
+    }
+
+    /// The neighbourhood as text for an agent: one fact per line, each ending with its
+    /// citations `[doc <id> v<version>: "<snippet>"]`.
+    async fn kg_query(
+        &self,
+        ctx: &Context<'_>,
+        id: Option<ID>,
+        name: Option<String>,
+        #[graphql(default = 1)] hops: i32,
+    ) -> async_graphql::Result<String> {
+        let p = principal_of(ctx)?;
+        let id = id.as_ref().map(|i| parse_id(i, "entity")).transpose()?;
+        cairn_of(ctx)?
+            .kg_query(p, id, name.as_deref(), hops)
+            .await
+            .map_err(api)
+    }
+}
+
+#[derive(Default)]
+pub struct KgMutation;
+
+#[Object]
+impl KgMutation {
+    /// Queues a knowledge extraction over at most 40 unextracted documents (of a corpus, or
+    /// the given ones, or the team's) that the caller can read. Needs `workflows.run`.
+    async fn extract_knowledge(
+        &self,
+        ctx: &Context<'_>,
+        corpus_id: Option<ID>,
+        document_ids: Option<Vec<ID>>,
+    ) -> async_graphql::Result<GqlJob> {
+        let p = principal_of(ctx)?;
+        let corpus_id = corpus_id
+            .as_ref()
+            .map(|c| parse_id(c, "corpus"))
+            .transpose()?;
+        let document_ids = document_ids
+            .map(|ids| {
+                ids.iter()
+                    .map(|d| parse_id(d, "document"))
+                    .collect::<async_graphql::Result<Vec<i64>>>()
+            })
+            .transpose()?;
+        let job = cairn_of(ctx)?
+            .extract_knowledge(p, corpus_id, document_ids)
+            .await
+            .map_err(api)?;
+        Ok(GqlJob { job, result: None })
+    }
+}
