@@ -166,7 +166,7 @@ impl TestServer {
         if std::env::var_os("CAIRN_TEST_LOG").is_some() {
             let _ = tracing_subscriber::fmt()
                 .with_env_filter(tracing_subscriber::EnvFilter::new(
-                    "info,cairn=debug,sqlx=warn,cairn::sql=trace",
+                    "info,cairn=debug,sqlx=warn",
                 ))
                 .with_test_writer()
                 .try_init();
