@@ -280,6 +280,13 @@ impl KgQuery {
         let node_ids: Vec<i64> = g.nodes.iter().map(|e| e.id).collect();
         prime(ctx, look.field("nodes"), &node_ids).await?;
         let edges = look.field("edges");
+        if edges.field("subject").exists() || edges.field("object").exists() {
+            loaders_of(ctx)?
+                .kg_entities
+                .load_many(node_ids.iter().copied())
+                .await
+                .map_err(load_err)?;
+        }
         if edges.field("mentions").exists() {
             loaders_of(ctx)?
                 .kg_relation_mentions
