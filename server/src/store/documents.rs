@@ -334,6 +334,7 @@ impl Store {
         tx.execute_raw(q.build()).await?;
         Documents::delete_by_id(id).exec(&tx).await?;
         if let Some(team_id) = team_id {
+            super::kg::lock_team_graph(&tx, team_id).await?;
             super::kg::prune_orphans(&tx, team_id).await?;
         }
         let orphans = prune_blobs(&tx, &blob_ids).await?;

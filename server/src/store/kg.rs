@@ -172,7 +172,19 @@ impl Store {
     ) -> StoreResult<StoredExtraction> {
         let backend = self.backend();
         let tx = self.connection().begin().await?;
-        // The document must still be at this version (a new version supersedes this one).
+        lock_team_graph(&tx, team_id).await?;
+        // Replace this document's mentions (of every version: supersession, and idempotence
+        // when the same version is extracted again), provided the document is still at this
+        // version. A write first, so SQLite takes its write lock at the start (a deferred
+        // transaction that read first could not upgrade after a concurrent commit).
+        let mut q = Sql::new(backend);
+        q.push("DELETE FROM kg_mentions WHERE document_id = ")
+            .bind(document_id)
+            .push(" AND (SELECT d.current_version FROM documents d WHERE d.id = ")
+            .bind(document_id)
+            .push(") = ")
+            .bind(version);
+        tx.execute_raw(q.build()).await?;
         let mut q = Sql::new(backend);
         q.push("SELECT current_version FROM documents WHERE id = ")
             .bind(document_id);
@@ -181,15 +193,10 @@ impl Store {
             None => None,
         };
         if current != Some(version) {
+            // A newer version supersedes this one (or the document is gone): write nothing.
             tx.rollback().await?;
             return Ok(StoredExtraction::default());
         }
-        // Replace this document's mentions (of every version: supersession, and idempotence
-        // when the same version is extracted again).
-        let mut q = Sql::new(backend);
-        q.push("DELETE FROM kg_mentions WHERE document_id = ")
-            .bind(document_id);
-        tx.execute_raw(q.build()).await?;
 
         let mut entity_ids = Vec::with_capacity(x.entities.len());
         let mut mentions = 0usize;
@@ -598,6 +605,21 @@ async fn insert_mention(
         .bind(Utc::now())
         .push(")");
     tx.execute_raw(q.build()).await?;
+    Ok(())
+}
+
+/// Serializes writers of one team's graph on PostgreSQL (a transaction-scoped advisory lock),
+/// so that pruning in one transaction never deletes a row another is attaching a mention to.
+/// SQLite has a single writer anyway.
+pub(crate) async fn lock_team_graph(tx: &DatabaseTransaction, team_id: i64) -> StoreResult<()> {
+    if tx.get_database_backend() == DatabaseBackend::Postgres {
+        let mut q = Sql::new(DatabaseBackend::Postgres);
+        // 0x6b67 ("kg") in the high bits keeps the key apart from any other advisory lock.
+        q.push("SELECT pg_advisory_xact_lock(")
+            .bind((0x6b67_i64 << 48) | (team_id & 0xffff_ffff_ffff))
+            .push(")");
+        tx.execute_raw(q.build()).await?;
+    }
     Ok(())
 }
 
