@@ -1258,8 +1258,8 @@ async fn local_backend_end_to_end(backend: Backend) {
     s.stop().await;
 }
 
-/// The small hand-labelled precision set of KG_INTEGRATION_STATUS.md: prints what `rules`
-/// stores for each text (the labels are in the status file).
+/// The small hand-labelled precision set (labels: tests/fixtures/kg/precision.md): prints
+/// what `rules` stores for each text.
 /// `cargo test -p cairn-tests --test kg rules_precision_set -- --ignored --nocapture`
 #[tokio::test]
 #[ignore]
