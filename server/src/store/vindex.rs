@@ -292,8 +292,9 @@ impl VectorIndex {
         };
         if parts == 1 {
             let mut top = TopK::new(k);
+            let mut scratch = Vec::new();
             for b in &blocks {
-                self.scan(b, 0, b.chunk_ids.len(), &q, &mut top);
+                self.scan(b, 0, b.chunk_ids.len(), &q, &mut top, &mut scratch);
             }
             return top.into_sorted();
         }
@@ -305,8 +306,9 @@ impl VectorIndex {
                     let q = &q;
                     s.spawn(move || {
                         let mut top = TopK::new(k);
+                        let mut scratch = Vec::new();
                         for &(b, from, to) in slices {
-                            self.scan(b, from, to, q, &mut top);
+                            self.scan(b, from, to, q, &mut top, &mut scratch);
                         }
                         top
                     })
@@ -323,18 +325,28 @@ impl VectorIndex {
         merged.into_sorted()
     }
 
-    /// Scores rows `from..to` of a block into `top`.
-    fn scan(&self, b: &Block, from: usize, to: usize, q: &[f32], top: &mut TopK) {
+    /// Scores rows `from..to` of a block into `top`. `scores` is the caller's scratch buffer,
+    /// reused across blocks so the scan allocates once per thread, not once per document.
+    fn scan(
+        &self,
+        b: &Block,
+        from: usize,
+        to: usize,
+        q: &[f32],
+        top: &mut TopK,
+        scores: &mut Vec<f32>,
+    ) {
         let dim = self.dim;
         let rows = &b.vecs[from * dim..to * dim];
         let ids = &b.chunk_ids[from..to];
-        let mut scores = vec![0.0_f32; ids.len()];
+        scores.clear();
+        scores.resize(ids.len(), 0.0);
         self.arch.dispatch(|| {
             for (out, row) in scores.iter_mut().zip(rows.chunks_exact(dim)) {
                 *out = dot(q, row);
             }
         });
-        for (&chunk_id, &score) in ids.iter().zip(&scores) {
+        for (&chunk_id, &score) in ids.iter().zip(scores.iter()) {
             top.offer(Scored { chunk_id, score });
         }
     }
