@@ -40,6 +40,8 @@ impl ApiError {
             Some("BAD_USER_INPUT") => or("The request was not valid"),
             Some("PAYLOAD_TOO_LARGE") => "The upload is too large".to_owned(),
             Some("INTERNAL") => "The server failed to answer; try again later".to_owned(),
+            Some("UNAVAILABLE") => or("That is not available on this server"),
+            Some(code) if code.starts_with("LLM_") => or("The language model failed to answer"),
             _ => or("The server reported an error"),
         };
         Self {
@@ -58,7 +60,7 @@ impl ApiError {
         }
     }
 
-    fn local(message: impl Into<String>) -> Self {
+    pub fn local(message: impl Into<String>) -> Self {
         Self {
             code: None,
             message: message.into(),
@@ -118,21 +120,51 @@ pub async fn graphql<T: DeserializeOwned>(
     variables: Value,
 ) -> Result<T, ApiError> {
     let body = json!({ "query": query, "variables": variables }).to_string();
-    let (status, text) = post(token, &body)
+    let (status, text) = post(token, &JsValue::from_str(&body), true)
         .await
         .map_err(|_| ApiError::local("Cannot reach the server"))?;
     decode(status, &text)
 }
 
-async fn post(token: &str, body: &str) -> Result<(u16, String), JsValue> {
+/// Uploads one file as a GraphQL multipart request (operations, map, file part), the way
+/// `uploadDocument` expects it; the browser streams the file and sets the boundary.
+pub async fn upload<T: DeserializeOwned>(
+    token: &str,
+    query: &str,
+    mut variables: Value,
+    file_variable: &str,
+    file: &web_sys::File,
+) -> Result<T, ApiError> {
+    if let Some(vars) = variables.as_object_mut() {
+        vars.insert(file_variable.to_owned(), Value::Null);
+    }
+    let operations = json!({ "query": query, "variables": variables }).to_string();
+    let map = json!({ "0": [format!("variables.{file_variable}")] }).to_string();
+    let form = (|| -> Result<web_sys::FormData, JsValue> {
+        let form = web_sys::FormData::new()?;
+        form.append_with_str("operations", &operations)?;
+        form.append_with_str("map", &map)?;
+        form.append_with_blob_and_filename("0", file, &file.name())?;
+        Ok(form)
+    })()
+    .map_err(|_| ApiError::local("The browser could not prepare the upload"))?;
+    let (status, text) = post(token, &form.into(), false)
+        .await
+        .map_err(|_| ApiError::local("Cannot reach the server"))?;
+    decode(status, &text)
+}
+
+async fn post(token: &str, body: &JsValue, json_body: bool) -> Result<(u16, String), JsValue> {
     let headers = Headers::new()?;
-    headers.set("Content-Type", "application/json")?;
+    if json_body {
+        headers.set("Content-Type", "application/json")?;
+    }
     headers.set("Accept", "application/json")?;
     headers.set("Authorization", &format!("Bearer {token}"))?;
     let init = RequestInit::new();
     init.set_method("POST");
     init.set_headers(&headers);
-    init.set_body(&JsValue::from_str(body));
+    init.set_body(body);
     let request = Request::new_with_str_and_init(ENDPOINT, &init)?;
     let window = web_sys::window().ok_or_else(|| JsValue::from_str("no window"))?;
     let response: Response = JsFuture::from(window.fetch_with_request(&request))
@@ -143,16 +175,6 @@ async fn post(token: &str, body: &str) -> Result<(u16, String), JsValue> {
 }
 
 // ----- the operations the console uses -----
-
-const OVERVIEW: &str = "{ me { user { id name role } team { id name } capabilities } \
-corpora(first: 50) { edges { node { id name description documentCount chunkCount } } } }";
-
-/// Who the token belongs to, and the corpora they can see.
-#[derive(Clone, Debug, Deserialize)]
-pub struct Overview {
-    pub me: Principal,
-    pub corpora: Connection<Corpus>,
-}
 
 #[derive(Clone, Debug, Deserialize)]
 pub struct Principal {
@@ -189,12 +211,17 @@ pub struct Corpus {
     pub id: String,
     pub name: String,
     pub description: Option<String>,
+    #[serde(default)]
+    pub system: bool,
     pub document_count: u64,
     pub chunk_count: u64,
 }
 
-pub async fn overview(token: &str) -> Result<Overview, ApiError> {
-    graphql(token, OVERVIEW, Value::Null).await
+/// Checks that the API accepts `token` (the login form keeps only tokens that work).
+pub async fn check_token(token: &str) -> Result<(), ApiError> {
+    graphql::<Value>(token, "{ me { user { id } } }", Value::Null)
+        .await
+        .map(|_| ())
 }
 
 #[cfg(test)]
@@ -240,14 +267,20 @@ mod tests {
     }
 
     #[test]
-    fn overview_decodes() {
+    fn principal_and_corpora_decode() {
+        #[derive(Deserialize)]
+        struct Both {
+            me: Principal,
+            corpora: Connection<Corpus>,
+        }
         let body = r#"{"data":{"me":{"user":{"id":"u1","name":"admin","role":"OWNER"},
             "team":{"id":"t1","name":"default"},"capabilities":["admin","search"]},
             "corpora":{"edges":[{"node":{"id":"c1","name":"Docs","description":null,
             "documentCount":3,"chunkCount":42}}]}}}"#;
-        let o: Overview = decode(200, body).unwrap();
+        let o: Both = decode(200, body).unwrap();
         assert_eq!(o.me.user.name, "admin");
         assert_eq!(o.me.team.name, "default");
+        assert!(!o.corpora.edges[0].node.system);
         assert_eq!(o.corpora.edges[0].node.chunk_count, 42);
     }
 }

@@ -2,6 +2,10 @@
 //! (or a new tab) stays signed in.
 
 use leptos::prelude::*;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::api::{self, ApiError};
 
 /// The `localStorage` key holding the API token.
 pub const TOKEN_KEY: &str = "cairn.token";
@@ -39,6 +43,48 @@ impl Session {
             let _ = s.set_item(TOKEN_KEY, &token);
         }
         self.token.set(Some(token));
+    }
+
+    /// The current token without tracking (for event handlers and async work).
+    pub fn token_untracked(&self) -> Option<String> {
+        self.token.get_untracked()
+    }
+
+    /// Runs one GraphQL operation as the signed-in user. A token the server no longer
+    /// accepts signs the console out (every page then falls back to the login form).
+    pub async fn gql<T: DeserializeOwned>(
+        self,
+        query: &str,
+        variables: Value,
+    ) -> Result<T, ApiError> {
+        let token = self
+            .token_untracked()
+            .ok_or_else(|| ApiError::local("Signed out"))?;
+        let answer = api::graphql(&token, query, variables).await;
+        self.forget_if_refused(&answer);
+        answer
+    }
+
+    /// Uploads `file` through `uploadDocument`-style multipart `query` (see [`api::upload`]).
+    pub async fn upload<T: DeserializeOwned>(
+        self,
+        query: &str,
+        variables: Value,
+        file_variable: &str,
+        file: &web_sys::File,
+    ) -> Result<T, ApiError> {
+        let token = self
+            .token_untracked()
+            .ok_or_else(|| ApiError::local("Signed out"))?;
+        let answer = api::upload(&token, query, variables, file_variable, file).await;
+        self.forget_if_refused(&answer);
+        answer
+    }
+
+    fn forget_if_refused<T>(&self, answer: &Result<T, ApiError>) {
+        if matches!(answer, Err(e) if e.is_unauthenticated()) {
+            self.sign_out();
+        }
     }
 
     pub fn sign_out(&self) {

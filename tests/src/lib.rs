@@ -59,9 +59,13 @@ pub fn pg_admin_url() -> String {
     }
 }
 
-/// The repository root (for the console's build output).
+/// The repository root (for the console's build output and fixtures). `cargo test` sets
+/// `CARGO_MANIFEST_DIR` for the running test too; that wins over the compile-time value, which
+/// is stale when a shared `CARGO_TARGET_DIR` reuses a build made from another checkout.
 pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
         .parent()
         .map(PathBuf::from)
         .unwrap_or_default()

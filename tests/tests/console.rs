@@ -115,6 +115,26 @@ async fn wait_for_text(client: &Client, css: &str, needle: &str) -> Result<Strin
     }
 }
 
+/// Where the screenshots go: `$CAIRN_REPORT_DIR/console` (test.sh keeps them as artifacts),
+/// else under cargo's test scratch directory.
+fn artifacts() -> PathBuf {
+    let dir = std::env::var_os("CAIRN_REPORT_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")))
+        .join("console");
+    let _ = std::fs::create_dir_all(&dir);
+    dir
+}
+
+/// Saves a PNG of what the browser shows now as `<name>.png`.
+async fn screenshot(client: &Client, name: &str) -> Result<()> {
+    let png = client.screenshot().await?;
+    let shot = artifacts().join(format!("{name}.png"));
+    std::fs::write(&shot, png).with_context(|| format!("writing {}", shot.display()))?;
+    eprintln!("console screenshot: {}", shot.display());
+    Ok(())
+}
+
 async fn stored_token(client: &Client) -> Result<Value> {
     Ok(client
         .execute("return window.localStorage.getItem('cairn.token');", vec![])
@@ -161,10 +181,7 @@ async fn journey(client: &Client, server: &TestServer) -> Result<()> {
     );
     assert_eq!(client.current_url().await?.path(), "/");
     assert_eq!(stored_token(client).await?, json!(server.owner_token));
-    let png = client.screenshot().await?;
-    let shot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("console-home.png");
-    std::fs::write(&shot, png).with_context(|| format!("writing {}", shot.display()))?;
-    eprintln!("console screenshot: {}", shot.display());
+    screenshot(client, "home").await?;
 
     // A reload keeps the session (the token comes back from localStorage).
     client.refresh().await?;
@@ -186,8 +203,8 @@ async fn journey(client: &Client, server: &TestServer) -> Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn console_login_reload_logout() -> Result<()> {
+/// The console's build and the browser must be there: the test fails, never skips.
+fn preflight() -> Result<()> {
     let dist = repo_root().join("frontend/dist/index.html");
     ensure!(
         dist.is_file(),
@@ -200,7 +217,49 @@ async fn console_login_reload_logout() -> Result<()> {
             "{tool} is missing: install chromium and chromium-driver"
         );
     }
+    Ok(())
+}
 
+/// A headless Chromium behind its own chromedriver, with a fresh profile.
+struct Browser {
+    _scratch: tempfile::TempDir,
+    _driver: ChromeDriver,
+    log: PathBuf,
+    client: Client,
+}
+
+impl Browser {
+    async fn open() -> Result<Self> {
+        let scratch = tempfile::tempdir()?;
+        let log = scratch.path().join("chromedriver.log");
+        let driver = ChromeDriver::spawn(&log)?;
+        let client = browser(&driver, &scratch.path().join("profile")).await?;
+        Ok(Self {
+            _scratch: scratch,
+            _driver: driver,
+            log,
+            client,
+        })
+    }
+
+    /// Closes the browser whatever happened (no Chromium outlives the test) and adds the
+    /// chromedriver log's tail to a failure.
+    async fn finish(self, outcome: Result<()>) -> Result<()> {
+        let _ = self.client.close().await;
+        outcome.with_context(|| {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(20).collect();
+            format!(
+                "console journey failed; chromedriver log, last lines, newest first:\n{}",
+                tail.join("\n")
+            )
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_login_reload_logout() -> Result<()> {
+    preflight()?;
     let server = TestServer::start(Backend::Sqlite).await;
     server
         .gql_ok(
@@ -209,19 +268,405 @@ async fn console_login_reload_logout() -> Result<()> {
             Value::Null,
         )
         .await;
-    let scratch = tempfile::tempdir()?;
-    let driver_log = scratch.path().join("chromedriver.log");
-    let driver = ChromeDriver::spawn(&driver_log)?;
-    let client = browser(&driver, &scratch.path().join("profile")).await?;
-    let outcome = journey(&client, &server).await;
-    // Close the browser whatever happened, so no Chromium outlives the test.
-    let _ = client.close().await;
-    outcome.with_context(|| {
-        let log = std::fs::read_to_string(&driver_log).unwrap_or_default();
-        let tail: Vec<&str> = log.lines().rev().take(20).collect();
+    let b = Browser::open().await?;
+    let outcome = journey(&b.client, &server).await;
+    b.finish(outcome).await
+}
+
+// ----- the full journey: upload, search, extract, mentions; then a second user -----
+
+/// Ingestion and extraction run the real embedding model on a shared 2-core machine: a job
+/// gets longer than a page render.
+const JOB_WAIT: Duration = Duration::from_secs(240);
+
+const NEWS_HEADING: &str = "Team news";
+const NEWS_BODY: &str =
+    "Acme Robotics is based in Berlin. The Acme Robotics team ships warehouse robots.";
+const MEMO_LINES: [&str; 3] = [
+    "Board memo.",
+    "Acme Robotics acquired Globex Media in March.",
+    "The deal stays confidential until the announcement.",
+];
+const MEMO_SENTENCE: &str = "Acme Robotics acquired Globex Media in March.";
+
+/// A Word document: one Heading 1 and one paragraph (the parts the extractor reads).
+fn news_docx() -> Result<Vec<u8>> {
+    use std::io::Write;
+    let mut buf = std::io::Cursor::new(Vec::new());
+    {
+        let mut z = zip::ZipWriter::new(&mut buf);
+        let opts = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Deflated);
+        z.start_file("[Content_Types].xml", opts)?;
+        z.write_all(br#"<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/><Default Extension="xml" ContentType="application/xml"/><Override PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>"#)?;
+        z.start_file("_rels/.rels", opts)?;
+        z.write_all(br#"<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument" Target="word/document.xml"/></Relationships>"#)?;
+        z.start_file("word/document.xml", opts)?;
+        let body = format!(
+            r#"<?xml version="1.0" encoding="UTF-8"?><w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body><w:p><w:pPr><w:pStyle w:val="Heading1"/></w:pPr><w:r><w:t>{NEWS_HEADING}</w:t></w:r></w:p><w:p><w:r><w:t>{NEWS_BODY}</w:t></w:r></w:p></w:body></w:document>"#
+        );
+        z.write_all(body.as_bytes())?;
+        z.finish()?;
+    }
+    Ok(buf.into_inner())
+}
+
+/// A one-page PDF in Helvetica, one line per memo sentence, with a correct xref table.
+fn memo_pdf() -> Vec<u8> {
+    let mut text = String::from("BT /F1 12 Tf 72 720 Td 16 TL\n");
+    for line in MEMO_LINES {
+        text.push_str(&format!("({line}) Tj T*\n"));
+    }
+    text.push_str("ET\n");
+    let objects = [
+        "<< /Type /Catalog /Pages 2 0 R >>".to_owned(),
+        "<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_owned(),
+        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>".to_owned(),
+        format!("<< /Length {} >>\nstream\n{text}endstream", text.len()),
+        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>".to_owned(),
+        "<< /Title (Board memo) >>".to_owned(),
+    ];
+    let mut pdf = b"%PDF-1.4\n".to_vec();
+    let mut offsets = Vec::new();
+    for (i, body) in objects.iter().enumerate() {
+        offsets.push(pdf.len());
+        pdf.extend_from_slice(format!("{} 0 obj\n{body}\nendobj\n", i + 1).as_bytes());
+    }
+    let xref = pdf.len();
+    pdf.extend_from_slice(
+        format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes(),
+    );
+    for o in offsets {
+        pdf.extend_from_slice(format!("{o:010} 00000 n \n").as_bytes());
+    }
+    pdf.extend_from_slice(
         format!(
-            "console journey failed; chromedriver log, last lines, newest first:\n{}",
-            tail.join("\n")
+            "trailer\n<< /Size {} /Root 1 0 R /Info 6 0 R >>\nstartxref\n{xref}\n%%EOF\n",
+            objects.len() + 1
         )
-    })
+        .as_bytes(),
+    );
+    pdf
+}
+
+async fn wait_until(client: &Client, what: &str, wait: Duration, js: &str) -> Result<Value> {
+    let deadline = Instant::now() + wait;
+    loop {
+        let v = client.execute(js, vec![]).await?;
+        if !v.is_null() && v != json!(false) {
+            return Ok(v);
+        }
+        if Instant::now() > deadline {
+            bail!("{what}: not within {wait:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+}
+
+/// Waits until the upload bar of `file` ends; returns its stage text. Fails on FAILED.
+async fn wait_for_upload(client: &Client, file: &str) -> Result<String> {
+    let js = format!(
+        "const j = document.querySelector('.job[data-file=\"{file}\"]'); \
+         if (!j) return null; const s = j.dataset.state; \
+         if (s === 'SUCCEEDED' || s === 'FAILED' || s === 'CANCELLED') \
+           return [s, j.querySelector('.stage').textContent, j.textContent]; return null;"
+    );
+    let v = wait_until(client, &format!("upload of {file} to end"), JOB_WAIT, &js).await?;
+    ensure!(v[0] == json!("SUCCEEDED"), "upload of {file} ended {v}");
+    Ok(v[1].as_str().unwrap_or_default().to_owned())
+}
+
+/// The page does not scroll sideways at the current window width.
+async fn fits_width(client: &Client, page: &str) -> Result<()> {
+    let v = client
+        .execute(
+            "return [document.documentElement.scrollWidth, window.innerWidth];",
+            vec![],
+        )
+        .await?;
+    let (scroll, inner) = (v[0].as_i64().unwrap_or(0), v[1].as_i64().unwrap_or(0));
+    ensure!(
+        scroll <= inner + 1,
+        "{page} scrolls sideways at {inner}px: content is {scroll}px wide"
+    );
+    Ok(())
+}
+
+async fn click(client: &Client, css: &str) -> Result<()> {
+    wait_for(client, css).await?.click().await?;
+    Ok(())
+}
+
+async fn path_of(client: &Client) -> Result<String> {
+    Ok(client.current_url().await?.path().to_owned())
+}
+
+/// The owner's run. Returns the entity page's path and the memo's document path.
+async fn owner_journey(
+    client: &Client,
+    server: &TestServer,
+    files: &Path,
+) -> Result<(String, String)> {
+    client.goto(&server.url).await?;
+    sign_in(client, &server.owner_token).await?;
+    wait_for_text(client, "#whoami", "admin").await?;
+
+    // Create a corpus: the console opens it.
+    wait_for(client, "#new-corpus-name")
+        .await?
+        .send_keys("Handbook")
+        .await?;
+    click(client, "#create-corpus").await?;
+    wait_for_text(client, "#corpus-title", "Handbook").await?;
+    ensure!(path_of(client).await?.starts_with("/corpora/"));
+    wait_for(client, "#documents-empty").await?;
+    screenshot(client, "corpus-empty").await?;
+
+    // Upload the DOCX for the team and the PDF as private; both bars reach "searchable".
+    let docx = files.join("team-news.docx");
+    let pdf = files.join("board-memo.pdf");
+    wait_for(client, "#file-input")
+        .await?
+        .send_keys(&docx.display().to_string())
+        .await?;
+    click(client, "#upload-visibility option[value=\"PRIVATE\"]").await?;
+    wait_for(client, "#file-input")
+        .await?
+        .send_keys(&pdf.display().to_string())
+        .await?;
+    // Live progress is visible before the end (a bar and a stage for each file).
+    wait_for(client, ".job[data-file=\"team-news.docx\"] .bar .fill").await?;
+    wait_for(client, ".job[data-file=\"board-memo.pdf\"] .bar .fill").await?;
+    for file in ["team-news.docx", "board-memo.pdf"] {
+        let stage = wait_for_upload(client, file).await?;
+        ensure!(stage == "searchable", "{file} ended at stage {stage:?}");
+    }
+    let table = wait_for_text(client, "#documents-table", "board-memo").await?;
+    ensure!(table.contains("searchable"), "{table}");
+    let rows = client
+        .find_all(Locator::Css("#documents-table .document-row"))
+        .await?;
+    ensure!(rows.len() == 2, "{} rows in {table}", rows.len());
+    let private = client
+        .find(Locator::Css(
+            ".document-row[data-title=\"board-memo\"] .visibility-toggle",
+        ))
+        .await?
+        .attr("data-visibility")
+        .await?;
+    ensure!(private.as_deref() == Some("PRIVATE"), "memo is {private:?}");
+    screenshot(client, "corpus-uploaded").await?;
+
+    // Search and open a result: it lands on the passage in its document.
+    click(client, "#nav-search").await?;
+    wait_for(client, "#search-input")
+        .await?
+        .send_keys("where is the robot maker based")
+        .await?;
+    click(client, "#search-button").await?;
+    wait_for(client, "#relevance-banner").await?;
+    let results = wait_for_text(client, "#search-results", "Acme Robotics").await?;
+    ensure!(results.contains("vector"), "ranks missing: {results}");
+    ensure!(path_of(client).await?.starts_with("/search"));
+    screenshot(client, "search").await?;
+    click(client, "#answer-button").await?;
+    let answer = wait_for_text(client, "#answer", "Answer").await?;
+    ensure!(
+        client.find(Locator::Css("#answer .citation")).await.is_ok(),
+        "no citation in {answer}"
+    );
+    screenshot(client, "search-answer").await?;
+    click(client, "#search-results .result-link").await?;
+    wait_for(client, "#document-title").await?;
+    let mark = wait_for(client, "#document-text mark#highlight")
+        .await?
+        .text()
+        .await?;
+    ensure!(!mark.is_empty());
+    ensure!(path_of(client).await?.starts_with("/documents/"));
+    screenshot(client, "document-from-search").await?;
+
+    // Extract, then open the entity.
+    click(client, "#nav-knowledge").await?;
+    click(client, "#extract-button").await?;
+    let js = "const j = document.querySelector('#extract-job'); \
+              return j && ['SUCCEEDED','FAILED','CANCELLED'].includes(j.dataset.state) ? [j.dataset.state, j.textContent] : null;";
+    let run = wait_until(client, "extraction to end", JOB_WAIT, js).await?;
+    ensure!(run[0] == json!("SUCCEEDED"), "extraction ended {run}");
+    ensure!(
+        run[1]
+            .as_str()
+            .is_some_and(|t| t.contains("Extracted knowledge from 2 of 2")),
+        "{run}"
+    );
+    wait_for_text(client, "#entities-list", "Acme Robotics").await?;
+    screenshot(client, "knowledge").await?;
+    let link = client
+        .find(Locator::XPath(
+            "//a[@class='entity-link' and normalize-space()='Acme Robotics']",
+        ))
+        .await?;
+    link.click().await?;
+    wait_for_text(client, "#entity-name", "Acme Robotics").await?;
+    let entity_path = path_of(client).await?;
+    let owner_mentions = client
+        .find_all(Locator::Css("#mentions-list > .mention"))
+        .await?
+        .len();
+    // Acme is named twice in the news and once in the memo.
+    ensure!(owner_mentions == 3, "owner sees {owner_mentions} mentions");
+    wait_for(client, "svg#neighbourhood .neighbour").await?;
+    let graph = client
+        .find(Locator::Css("svg#neighbourhood"))
+        .await?
+        .text()
+        .await?;
+    ensure!(graph.contains("Globex Media"), "neighbourhood: {graph}");
+    screenshot(client, "entity").await?;
+
+    // The memo's mention leads to the highlighted sentence in the memo, version 1.
+    let memo_mention = client
+        .find(Locator::XPath(&format!(
+            "//ul[@id='mentions-list']/li[contains(@class,'mention')][blockquote[contains(., '{MEMO_SENTENCE}')]]/a"
+        )))
+        .await?;
+    memo_mention.click().await?;
+    let mark = wait_for(client, "#document-text mark#highlight").await?;
+    let marked = mark.text().await?;
+    ensure!(marked.contains(MEMO_SENTENCE), "highlighted {marked:?}");
+    wait_for_text(client, "#document-title", "board-memo").await?;
+    let url = client.current_url().await?;
+    ensure!(
+        url.query_pairs().any(|(k, v)| k == "version" && v == "1"),
+        "{url}"
+    );
+    wait_for(client, "#versions-list li.cited[data-version=\"1\"]").await?;
+    wait_for_text(client, ".meta", "application/pdf").await?;
+    let visible = wait_until(
+        client,
+        "highlight scrolled into view",
+        WAIT,
+        "const r = document.getElementById('highlight').getBoundingClientRect(); \
+         return r.top >= 0 && r.bottom <= window.innerHeight;",
+    )
+    .await?;
+    ensure!(visible == json!(true));
+    screenshot(client, "document-highlight").await?;
+    let memo_path = path_of(client).await?;
+
+    // A GraphQL error reads as a sentence.
+    client
+        .goto(&format!("{}/corpora/999999", server.url))
+        .await?;
+    let error = wait_for(client, "main .error").await?.text().await?;
+    ensure!(
+        !error.contains('{') && !error.contains("NOT_FOUND"),
+        "raw error shown: {error:?}"
+    );
+
+    // Phone width: every page fits without sideways scrolling.
+    client.set_window_size(390, 844).await?;
+    for (name, path, ready) in [
+        ("phone-corpora", "/".to_owned(), "#corpora-list"),
+        (
+            "phone-search",
+            "/search?q=Acme%20Robotics&mode=HYBRID".to_owned(),
+            "#search-results",
+        ),
+        ("phone-knowledge", "/knowledge".to_owned(), "#entities-list"),
+        ("phone-entity", entity_path.clone(), "#mentions-list"),
+        ("phone-document", memo_path.clone(), "#document-text"),
+    ] {
+        client.goto(&format!("{}{path}", server.url)).await?;
+        wait_for(client, ready).await?;
+        fits_width(client, name).await?;
+        screenshot(client, name).await?;
+    }
+    client.set_window_size(1280, 900).await?;
+    // The corpus page too (its table becomes cards).
+    click(client, "#nav-corpora").await?;
+    click(client, "#corpora-list a.corpus-name").await?;
+    wait_for(client, "#documents-table").await?;
+    fits_width(client, "corpus").await?;
+
+    click(client, "#logout-button").await?;
+    wait_for(client, "#login-form").await?;
+    Ok((entity_path, memo_path))
+}
+
+/// A colleague: the same entity without the private memo's mention or its relation, and
+/// the memo itself refused.
+async fn colleague_journey(
+    client: &Client,
+    server: &TestServer,
+    token: &str,
+    entity_path: &str,
+    memo_path: &str,
+) -> Result<()> {
+    client.goto(&server.url).await?;
+    sign_in(client, token).await?;
+    wait_for_text(client, "#whoami", "bob").await?;
+    client.goto(&format!("{}{entity_path}", server.url)).await?;
+    wait_for_text(client, "#entity-name", "Acme Robotics").await?;
+    let mentions = client
+        .find_all(Locator::Css("#mentions-list > .mention"))
+        .await?;
+    ensure!(
+        mentions.len() == 2,
+        "colleague sees {} mentions (the news' two)",
+        mentions.len()
+    );
+    let memo_id = memo_path.trim_start_matches("/documents/");
+    for m in &mentions {
+        let doc = m.attr("data-document").await?;
+        ensure!(
+            doc.as_deref() != Some(memo_id),
+            "a mention cites the private memo"
+        );
+    }
+    let page = client.source().await?;
+    for secret in [
+        MEMO_SENTENCE,
+        "Globex",
+        "confidential",
+        "Board memo",
+        "board-memo",
+    ] {
+        ensure!(
+            !page.contains(secret),
+            "colleague's entity page shows {secret:?}"
+        );
+    }
+    screenshot(client, "colleague-entity").await?;
+
+    client.goto(&format!("{}/knowledge", server.url)).await?;
+    let list = wait_for_text(client, "#entities-list", "Acme Robotics").await?;
+    ensure!(!list.contains("Globex"), "colleague's entity list: {list}");
+
+    client.goto(&format!("{}{memo_path}", server.url)).await?;
+    let error = wait_for(client, "main .error").await?.text().await?;
+    ensure!(!error.contains('{'), "raw error shown: {error:?}");
+    let page = client.source().await?;
+    ensure!(!page.contains(MEMO_SENTENCE), "colleague reads the memo");
+    screenshot(client, "colleague-memo-refused").await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_upload_search_extract_and_a_colleague() -> Result<()> {
+    preflight()?;
+    cairn_tests::require_model();
+    let server = TestServer::start(Backend::Sqlite).await;
+    let (_, bob) = server.user_with_token("bob", "MEMBER").await;
+    let files = tempfile::tempdir()?;
+    std::fs::write(files.path().join("team-news.docx"), news_docx()?)?;
+    std::fs::write(files.path().join("board-memo.pdf"), memo_pdf())?;
+
+    let b = Browser::open().await?;
+    let outcome = async {
+        let (entity, memo) = owner_journey(&b.client, &server, files.path()).await?;
+        colleague_journey(&b.client, &server, &bob, &entity, &memo).await
+    }
+    .await;
+    b.finish(outcome).await
 }

@@ -47,7 +47,7 @@ async fn ingest(s: &TestServer, corpus: &str, name: &str, bytes: Vec<u8>) -> (Ve
     (events, last)
 }
 
-const CHUNKS: &str = "query($id: ID!) { document(id: $id) { id title filename chunkCount currentVersion versions { version contentHash } chunks { index section page content } } }";
+const CHUNKS: &str = "query($id: ID!) { document(id: $id) { id title filename mimeType chunkCount currentVersion versions { version contentHash } chunks { index section page content } } }";
 
 /// The stages arrive in pipeline order and end searchable.
 fn assert_pipeline(events: &[Value]) {
@@ -132,6 +132,19 @@ async fn every_format_becomes_searchable_chunks(b: Backend) {
             .cloned()
             .unwrap_or_default();
         assert!(!chunks.is_empty(), "{name}: no chunks");
+        // The media type is sniffed from the bytes, as extraction reads them.
+        let mime = d["document"]["mimeType"].as_str().unwrap_or_default();
+        let want = match name.rsplit('.').next() {
+            Some("pdf") => "application/pdf",
+            Some("docx") => {
+                "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+            }
+            Some("txt") => "text/plain",
+            Some("md") => "text/markdown",
+            Some("html") => "text/html",
+            _ => mime,
+        };
+        assert_eq!(mime, want, "{name}");
         assert_eq!(
             d["document"]["chunkCount"].as_u64(),
             Some(chunks.len() as u64)

@@ -1,5 +1,9 @@
 mod corpus_list;
+mod job;
+mod shell;
 mod top_bar;
 
 pub use corpus_list::CorpusList;
-pub use top_bar::{LogoutButton, TopBar};
+pub use job::{JobBar, JobRef, JobWatch};
+pub use shell::{count, error_view, loading_view, url_encode, Shell};
+pub use top_bar::TopBar;

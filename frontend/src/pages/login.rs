@@ -12,7 +12,7 @@ pub fn LoginPage(session: Session) -> impl IntoView {
     // Accepted tokens go to the session; the page then redirects home.
     let check = Action::new_local(|token: &String| {
         let token = token.clone();
-        async move { api::overview(&token).await.map(|_| token) }
+        async move { api::check_token(&token).await.map(|_| token) }
     });
     Effect::new(move || {
         if let Some(Ok(token)) = check.value().get() {

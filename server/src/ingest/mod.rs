@@ -99,6 +99,21 @@ impl IngestRunner {
         })
     }
 
+    /// The stored file's media type, sniffed from its bytes as extraction does (a PDF named
+    /// `.txt` is a PDF; a DOCX is told from other zips by its parts). Read off the runtime; a
+    /// file that cannot be read again falls back to the name.
+    async fn mime_of(&self, p: &IngestPayload) -> String {
+        let path = self.blobs.path_of(&p.storage_uri);
+        let filename = p.filename.clone();
+        let by_name = filename.clone();
+        tokio::task::spawn_blocking(move || {
+            let bytes = std::fs::read(&path).unwrap_or_default();
+            detect(&filename, &bytes).mime_type().to_owned()
+        })
+        .await
+        .unwrap_or_else(|_| detect(&by_name, &[]).mime_type().to_owned())
+    }
+
     /// Extraction off the async runtime, bounded in time.
     async fn extract_text(&self, p: &IngestPayload) -> Result<String, JobError> {
         let path = self.blobs.path_of(&p.storage_uri);
@@ -267,7 +282,7 @@ impl Runner for IngestRunner {
             })
             .collect();
         let n = rows.len();
-        let mime = detect(&p.filename, &[]).mime_type().to_owned();
+        let mime = self.mime_of(&p).await;
         let (doc, version) = self
             .store
             .store_ingest(StoreIngest {
