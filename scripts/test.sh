@@ -39,6 +39,15 @@ export CAIRN_KG_LOCAL_MODEL
 log "console (Trunk) ..."
 bash scripts/build-console.sh
 
+log "console: cargo fmt --check, clippy (wasm32), unit tests (native)"
+(
+  cd frontend
+  cargo fmt --check
+  CARGO_TARGET_DIR=${CAIRN_CONSOLE_TARGET_DIR:-/var/tmp/cairn-frontend-target} \
+    "${PREFIX:-/opt/wasm-toolchain}/bin/wasm-env" cargo clippy --target wasm32-unknown-unknown -- -D warnings
+  CARGO_TARGET_DIR=${CAIRN_CONSOLE_NATIVE_TARGET_DIR:-/var/tmp/cairn-frontend-native} cargo test
+)
+
 log "cargo fmt --check"
 cargo fmt --all --check
 log "cargo clippy --all-targets -- -D warnings"
@@ -46,8 +55,13 @@ cargo clippy --workspace --all-targets -- -D warnings
 
 log "cargo test (unit + end-to-end, SQLite and PostgreSQL, console in Chromium)"
 export CAIRN_REPORT_DIR=${CAIRN_REPORT_DIR:-$CARGO_TARGET_DIR/cairn-reports}
+rm -rf "$CAIRN_REPORT_DIR/console"
 cargo test --workspace --no-fail-fast -- --test-threads="${CAIRN_TEST_THREADS:-4}"
 
 for r in "$CAIRN_REPORT_DIR"/retrieval-*.txt; do
   [ -f "$r" ] && { log "report: $r"; cat "$r" >&2; }
 done
+if ls "$CAIRN_REPORT_DIR"/console/*.png >/dev/null 2>&1; then
+  log "console screenshots (artifacts): $CAIRN_REPORT_DIR/console/"
+  ls -1 "$CAIRN_REPORT_DIR"/console/*.png >&2
+fi

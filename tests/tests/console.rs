@@ -406,6 +406,7 @@ async fn owner_journey(
     client: &Client,
     server: &TestServer,
     files: &Path,
+    archive: &str,
 ) -> Result<(String, String)> {
     client.goto(&server.url).await?;
     sign_in(client, &server.owner_token).await?;
@@ -456,6 +457,55 @@ async fn owner_journey(
         .await?;
     ensure!(private.as_deref() == Some("PRIVATE"), "memo is {private:?}");
     screenshot(client, "corpus-uploaded").await?;
+
+    // A corrupt file fails with its reason on its bar, and adds no document.
+    click(client, "#upload-visibility option[value=\"TEAM\"]").await?;
+    let broken = files.join("broken.pdf");
+    wait_for(client, "#file-input").await?.send_keys(&broken.display().to_string()).await?;
+    let js = "const j = document.querySelector('.job[data-file=\"broken.pdf\"]'); \
+              return j && ['SUCCEEDED','FAILED'].includes(j.dataset.state) ? [j.dataset.state, j.textContent] : null;";
+    let failed = wait_until(client, "the corrupt upload to end", JOB_WAIT, js).await?;
+    ensure!(failed[0] == json!("FAILED"), "corrupt upload: {failed}");
+    let reason = client
+        .find(Locator::Css(".job[data-file=\"broken.pdf\"] .job-error"))
+        .await?
+        .text()
+        .await?;
+    ensure!(
+        reason.len() > 10 && !reason.contains('{'),
+        "reason shown: {reason:?}"
+    );
+    eprintln!("corrupt upload's reason: {reason}");
+    screenshot(client, "corpus-upload-failed").await?;
+
+    // Visibility toggles both ways.
+    let toggle = ".document-row[data-title=\"team-news\"] .visibility-toggle";
+    click(client, toggle).await?;
+    wait_for(client, ".document-row[data-title=\"team-news\"] .visibility-toggle[data-visibility=\"PRIVATE\"]").await?;
+    click(client, toggle).await?;
+    wait_for(client, ".document-row[data-title=\"team-news\"] .visibility-toggle[data-visibility=\"TEAM\"]").await?;
+
+    // A scratch file: moved to the archive, then deleted there (two clicks).
+    wait_for(client, "#file-input").await?.send_keys(&files.join("scratch.txt").display().to_string()).await?;
+    wait_for_upload(client, "scratch.txt").await?;
+    wait_for(client, ".document-row[data-title=\"scratch\"]").await?;
+    click(client, ".document-row[data-title=\"scratch\"] .move-target option[data-name=\"Archive\"]").await?;
+    click(client, ".document-row[data-title=\"scratch\"] .move-button").await?;
+    wait_until(
+        client,
+        "scratch to leave the corpus",
+        WAIT,
+        "return document.querySelector('.document-row[data-title=\"scratch\"]') === null \
+         && document.querySelectorAll('.document-row').length === 2;",
+    )
+    .await?;
+    client.goto(&format!("{}/corpora/{archive}", server.url)).await?;
+    click(client, ".document-row[data-title=\"scratch\"] .delete-button").await?;
+    wait_for_text(client, ".document-row[data-title=\"scratch\"] .delete-button", "Confirm").await?;
+    click(client, ".document-row[data-title=\"scratch\"] .delete-button").await?;
+    wait_for(client, "#documents-empty").await?;
+    client.back().await?;
+    wait_for(client, "#documents-table").await?;
 
     // Search and open a result: it lands on the passage in its document.
     click(client, "#nav-search").await?;
@@ -585,7 +635,12 @@ async fn owner_journey(
     client.set_window_size(1280, 900).await?;
     // The corpus page too (its table becomes cards).
     click(client, "#nav-corpora").await?;
-    click(client, "#corpora-list a.corpus-name").await?;
+    wait_for(client, "#corpora-list").await?;
+    client
+        .find(Locator::XPath("//a[@class='corpus-name' and normalize-space()='Handbook']"))
+        .await?
+        .click()
+        .await?;
     wait_for(client, "#documents-table").await?;
     fits_width(client, "corpus").await?;
 
@@ -661,10 +716,13 @@ async fn console_upload_search_extract_and_a_colleague() -> Result<()> {
     let files = tempfile::tempdir()?;
     std::fs::write(files.path().join("team-news.docx"), news_docx()?)?;
     std::fs::write(files.path().join("board-memo.pdf"), memo_pdf())?;
+    std::fs::write(files.path().join("broken.pdf"), b"%PDF-1.7\n1 0 obj << /Broken")?;
+    std::fs::write(files.path().join("scratch.txt"), "A scratch note about nothing much.")?;
+    let archive = server.create_corpus(&server.owner_token, "Archive").await;
 
     let b = Browser::open().await?;
     let outcome = async {
-        let (entity, memo) = owner_journey(&b.client, &server, files.path()).await?;
+        let (entity, memo) = owner_journey(&b.client, &server, files.path(), &archive).await?;
         colleague_journey(&b.client, &server, &bob, &entity, &memo).await
     }
     .await;

@@ -193,7 +193,7 @@ fn DocumentTable(
             };
             let options = others
                 .iter()
-                .map(|c| view! { <option value=c.id.clone()>{c.name.clone()}</option> })
+                .map(|c| view! { <option value=c.id.clone() data-name=c.name.clone()>{c.name.clone()}</option> })
                 .collect_view();
             let can_move = !others.is_empty();
             let status = if d.chunk_count > 0 { "searchable" } else { "no text" };
