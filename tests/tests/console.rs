@@ -349,6 +349,112 @@ fn memo_pdf() -> Vec<u8> {
     pdf
 }
 
+const LATE_SENTENCE: &str = "The lighthouse keeper logs every passing ship at dusk.";
+
+/// About 34,000 characters in two sections, so the text has two pages; LATE_SENTENCE is on
+/// the second.
+fn long_text() -> String {
+    let filler = |part: &str, n: usize| {
+        (0..n)
+            .map(|i| format!("Entry {i} of {part}: the tide tables were checked, the lamp was trimmed and the weather noted as calm with a light westerly breeze over the harbour."))
+            .collect::<Vec<_>>()
+            .join("\n\n")
+    };
+    format!(
+        "# Part one\n\n{}\n\n# Part two\n\n{}\n\n{LATE_SENTENCE}\n\n{}",
+        filler("part one", 130),
+        filler("part two", 90),
+        filler("the end", 5)
+    )
+}
+
+/// Thirty companies, one sentence each: enough entities for two pages.
+fn directory_text() -> String {
+    const NAMES: [&str; 30] = [
+        "Alder",
+        "Birch",
+        "Cedar",
+        "Dogwood",
+        "Elmwood",
+        "Firwood",
+        "Ginkgo",
+        "Hazel",
+        "Ivywood",
+        "Juniper",
+        "Kapok",
+        "Larch",
+        "Maple",
+        "Nutmeg",
+        "Oakley",
+        "Pinecrest",
+        "Quince",
+        "Rowan",
+        "Spruce",
+        "Teak",
+        "Umber",
+        "Viburnum",
+        "Willow",
+        "Xylia",
+        "Yewdale",
+        "Zelkova",
+        "Acacia",
+        "Baobab",
+        "Cypress",
+        "Douglas",
+    ];
+    let lines: Vec<String> = NAMES
+        .iter()
+        .map(|n| format!("{n} Corp is based in Berlin."))
+        .collect();
+    format!("# Directory\n\n{}", lines.join("\n\n"))
+}
+
+/// The ids of the entity rows shown now.
+async fn entity_rows(client: &Client) -> Result<Vec<String>> {
+    let v = client
+        .execute(
+            "return Array.from(document.querySelectorAll('#entities-list .entity-row')).map(e => e.dataset.id);",
+            vec![],
+        )
+        .await?;
+    Ok(v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+async fn wait_for_rows(client: &Client, n: usize) -> Result<Vec<String>> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let rows = entity_rows(client).await?;
+        if rows.len() == n {
+            return Ok(rows);
+        }
+        if Instant::now() > deadline {
+            bail!("{} entity rows, not {n}", rows.len());
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+}
+
+/// Waits until the rows differ from `before` (a page change has rendered).
+async fn wait_for_other_rows(client: &Client, before: &[String]) -> Result<Vec<String>> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let rows = entity_rows(client).await?;
+        if !rows.is_empty() && rows != before {
+            return Ok(rows);
+        }
+        if Instant::now() > deadline {
+            bail!("the entity page did not change");
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+}
+
 async fn wait_until(client: &Client, what: &str, wait: Duration, js: &str) -> Result<Value> {
     let deadline = Instant::now() + wait;
     loop {
@@ -461,7 +567,10 @@ async fn owner_journey(
     // A corrupt file fails with its reason on its bar, and adds no document.
     click(client, "#upload-visibility option[value=\"TEAM\"]").await?;
     let broken = files.join("broken.pdf");
-    wait_for(client, "#file-input").await?.send_keys(&broken.display().to_string()).await?;
+    wait_for(client, "#file-input")
+        .await?
+        .send_keys(&broken.display().to_string())
+        .await?;
     let js = "const j = document.querySelector('.job[data-file=\"broken.pdf\"]'); \
               return j && ['SUCCEEDED','FAILED'].includes(j.dataset.state) ? [j.dataset.state, j.textContent] : null;";
     let failed = wait_until(client, "the corrupt upload to end", JOB_WAIT, js).await?;
@@ -481,15 +590,30 @@ async fn owner_journey(
     // Visibility toggles both ways.
     let toggle = ".document-row[data-title=\"team-news\"] .visibility-toggle";
     click(client, toggle).await?;
-    wait_for(client, ".document-row[data-title=\"team-news\"] .visibility-toggle[data-visibility=\"PRIVATE\"]").await?;
+    wait_for(
+        client,
+        ".document-row[data-title=\"team-news\"] .visibility-toggle[data-visibility=\"PRIVATE\"]",
+    )
+    .await?;
     click(client, toggle).await?;
-    wait_for(client, ".document-row[data-title=\"team-news\"] .visibility-toggle[data-visibility=\"TEAM\"]").await?;
+    wait_for(
+        client,
+        ".document-row[data-title=\"team-news\"] .visibility-toggle[data-visibility=\"TEAM\"]",
+    )
+    .await?;
 
     // A scratch file: moved to the archive, then deleted there (two clicks).
-    wait_for(client, "#file-input").await?.send_keys(&files.join("scratch.txt").display().to_string()).await?;
+    wait_for(client, "#file-input")
+        .await?
+        .send_keys(&files.join("scratch.txt").display().to_string())
+        .await?;
     wait_for_upload(client, "scratch.txt").await?;
     wait_for(client, ".document-row[data-title=\"scratch\"]").await?;
-    click(client, ".document-row[data-title=\"scratch\"] .move-target option[data-name=\"Archive\"]").await?;
+    click(
+        client,
+        ".document-row[data-title=\"scratch\"] .move-target option[data-name=\"Archive\"]",
+    )
+    .await?;
     click(client, ".document-row[data-title=\"scratch\"] .move-button").await?;
     wait_until(
         client,
@@ -499,13 +623,66 @@ async fn owner_journey(
          && document.querySelectorAll('.document-row').length === 2;",
     )
     .await?;
-    client.goto(&format!("{}/corpora/{archive}", server.url)).await?;
-    click(client, ".document-row[data-title=\"scratch\"] .delete-button").await?;
-    wait_for_text(client, ".document-row[data-title=\"scratch\"] .delete-button", "Confirm").await?;
-    click(client, ".document-row[data-title=\"scratch\"] .delete-button").await?;
+    client
+        .goto(&format!("{}/corpora/{archive}", server.url))
+        .await?;
+    click(
+        client,
+        ".document-row[data-title=\"scratch\"] .delete-button",
+    )
+    .await?;
+    wait_for_text(
+        client,
+        ".document-row[data-title=\"scratch\"] .delete-button",
+        "Confirm",
+    )
+    .await?;
+    click(
+        client,
+        ".document-row[data-title=\"scratch\"] .delete-button",
+    )
+    .await?;
     wait_for(client, "#documents-empty").await?;
     client.back().await?;
     wait_for(client, "#documents-table").await?;
+
+    // A long document: its text comes in pages with the section headings, and a highlight on
+    // page 2 opens page 2.
+    let long = server
+        .ingest_text(
+            &server.owner_token,
+            archive,
+            "Lighthouse log",
+            &long_text(),
+            "TEAM",
+        )
+        .await;
+    client
+        .goto(&format!(
+            "{}/documents/{long}?highlight={}",
+            server.url,
+            LATE_SENTENCE.replace(' ', "%20")
+        ))
+        .await?;
+    wait_for_text(client, "#page-indicator", "Page 2 of 2").await?;
+    let mark = wait_for(client, "mark#highlight").await?.text().await?;
+    ensure!(mark == LATE_SENTENCE, "marked {mark:?}");
+    wait_for_text(client, "#document-text h3.section-heading", "Part two").await?;
+    screenshot(client, "document-page-2").await?;
+    click(client, "#page-prev").await?;
+    wait_for_text(client, "#page-indicator", "Page 1 of 2").await?;
+    wait_for_text(client, "#document-text h3.section-heading", "Part one").await?;
+    server
+        .ingest_text(
+            &server.owner_token,
+            archive,
+            "Directory",
+            &directory_text(),
+            "TEAM",
+        )
+        .await;
+    client.goto(&server.url).await?;
+    wait_for(client, "#corpora-list").await?;
 
     // Search and open a result: it lands on the passage in its document.
     click(client, "#nav-search").await?;
@@ -546,11 +723,57 @@ async fn owner_journey(
     ensure!(
         run[1]
             .as_str()
-            .is_some_and(|t| t.contains("Extracted knowledge from 2 of 2")),
+            .is_some_and(|t| t.contains("Extracted knowledge from 4 of 4")),
         "{run}"
     );
-    wait_for_text(client, "#entities-list", "Acme Robotics").await?;
+    // Paging: the directory alone names 30 companies, so there are two pages of 25.
+    let first_page = wait_for_rows(client, 25).await?;
     screenshot(client, "knowledge").await?;
+    click(client, "#entities-next").await?;
+    let second_page = wait_for_other_rows(client, &first_page).await?;
+    ensure!(
+        !second_page.is_empty() && second_page.len() <= 25,
+        "second page: {second_page:?}"
+    );
+    ensure!(
+        second_page.iter().all(|id| !first_page.contains(id)),
+        "pages overlap"
+    );
+    click(client, "#entities-prev").await?;
+    ensure!(wait_for_other_rows(client, &second_page).await? == first_page);
+    // The type filter.
+    click(client, "#entity-type option[value=\"place\"]").await?;
+    click(client, "#entity-search-button").await?;
+    wait_for_text(client, "#entities-list", "Berlin").await?;
+    let types = client
+        .execute(
+            "return Array.from(document.querySelectorAll('#entities-list .type')).map(e => e.textContent);",
+            vec![],
+        )
+        .await?;
+    ensure!(
+        types
+            .as_array()
+            .is_some_and(|t| !t.is_empty() && t.iter().all(|t| t == "place")),
+        "type filter: {types}"
+    );
+    // The name search, then the entity.
+    click(client, "#entity-type option[value=\"\"]").await?;
+    let q = wait_for(client, "#entity-query").await?;
+    q.clear().await?;
+    q.send_keys("Acme Robotics").await?;
+    click(client, "#entity-search-button").await?;
+    wait_for_text(
+        client,
+        "#entities-list .entity-row:first-child",
+        "Acme Robotics",
+    )
+    .await?;
+    ensure!(client
+        .current_url()
+        .await?
+        .as_str()
+        .contains("q=Acme%20Robotics"));
     let link = client
         .find(Locator::XPath(
             "//a[@class='entity-link' and normalize-space()='Acme Robotics']",
@@ -637,7 +860,9 @@ async fn owner_journey(
     click(client, "#nav-corpora").await?;
     wait_for(client, "#corpora-list").await?;
     client
-        .find(Locator::XPath("//a[@class='corpus-name' and normalize-space()='Handbook']"))
+        .find(Locator::XPath(
+            "//a[@class='corpus-name' and normalize-space()='Handbook']",
+        ))
         .await?
         .click()
         .await?;
@@ -694,9 +919,22 @@ async fn colleague_journey(
     }
     screenshot(client, "colleague-entity").await?;
 
-    client.goto(&format!("{}/knowledge", server.url)).await?;
+    client
+        .goto(&format!("{}/knowledge?q=Acme", server.url))
+        .await?;
     let list = wait_for_text(client, "#entities-list", "Acme Robotics").await?;
     ensure!(!list.contains("Globex"), "colleague's entity list: {list}");
+    client
+        .goto(&format!("{}/knowledge?q=Globex", server.url))
+        .await?;
+    let list = client
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css("#entities-empty, #entities-list"))
+        .await?
+        .text()
+        .await?;
+    ensure!(!list.contains("Globex"), "colleague finds Globex: {list}");
 
     client.goto(&format!("{}{memo_path}", server.url)).await?;
     let error = wait_for(client, "main .error").await?.text().await?;
@@ -716,8 +954,14 @@ async fn console_upload_search_extract_and_a_colleague() -> Result<()> {
     let files = tempfile::tempdir()?;
     std::fs::write(files.path().join("team-news.docx"), news_docx()?)?;
     std::fs::write(files.path().join("board-memo.pdf"), memo_pdf())?;
-    std::fs::write(files.path().join("broken.pdf"), b"%PDF-1.7\n1 0 obj << /Broken")?;
-    std::fs::write(files.path().join("scratch.txt"), "A scratch note about nothing much.")?;
+    std::fs::write(
+        files.path().join("broken.pdf"),
+        b"%PDF-1.7\n1 0 obj << /Broken",
+    )?;
+    std::fs::write(
+        files.path().join("scratch.txt"),
+        "A scratch note about nothing much.",
+    )?;
     let archive = server.create_corpus(&server.owner_token, "Archive").await;
 
     let b = Browser::open().await?;
