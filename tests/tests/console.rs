@@ -672,6 +672,12 @@ async fn owner_journey(
     click(client, "#page-prev").await?;
     wait_for_text(client, "#page-indicator", "Page 1 of 2").await?;
     wait_for_text(client, "#document-text h3.section-heading", "Part one").await?;
+    click(client, "#page-next").await?;
+    wait_for_text(client, "#page-indicator", "Page 2 of 2").await?;
+    ensure!(client.current_url().await?.as_str().contains("page=2"));
+    // The page is in the URL: a reload stays on it.
+    client.refresh().await?;
+    wait_for_text(client, "#page-indicator", "Page 2 of 2").await?;
     server
         .ingest_text(
             &server.owner_token,

@@ -10,12 +10,16 @@ use wasm_bindgen::JsCast;
 use web_sys::{File, FileList, HtmlInputElement, HtmlSelectElement};
 
 use crate::api::{ApiError, Connection};
-use crate::components::{count, error_view, loading_view, JobBar, JobRef, JobWatch, Shell};
+use crate::components::{
+    count, error_view, loading_view, Cursors, JobBar, JobRef, JobWatch, PagerNav, Shell,
+};
 use crate::session::Session;
 
-const CORPUS: &str = "query($id: ID!) { \
+/// Documents per page of the corpus page.
+const PAGE: usize = 100;
+const CORPUS: &str = "query($id: ID!, $first: Int!, $after: String) { \
 corpus(id: $id) { id name description system documentCount chunkCount \
-documents(first: 500) { edges { node { id title filename mimeType visibility currentVersion chunkCount ownerName updatedAt } } } } \
+documents(first: $first, after: $after) { pageInfo { hasNextPage endCursor } edges { node { id title filename mimeType visibility currentVersion chunkCount ownerName updatedAt } } } } \
 corpora(first: 100) { edges { node { id name system } } } }";
 const UPLOAD: &str = "mutation($c: ID!, $f: Upload!, $v: Visibility) { uploadDocument(corpusId: $c, file: $f, visibility: $v) { id kind state stage } }";
 const DELETE: &str = "mutation($id: ID!) { deleteDocument(id: $id) }";
@@ -38,7 +42,21 @@ struct CorpusDetail {
     system: bool,
     document_count: u64,
     chunk_count: u64,
-    documents: Connection<DocumentRow>,
+    documents: DocumentPage,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DocumentPage {
+    page_info: PageInfo,
+    edges: Vec<crate::api::Edge<DocumentRow>>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PageInfo {
+    has_next_page: bool,
+    end_cursor: Option<String>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -87,9 +105,18 @@ pub fn CorpusPage(session: Session) -> impl IntoView {
 fn CorpusView(session: Session) -> impl IntoView {
     let params = use_params_map();
     let corpus_id = Memo::new(move |_| params.read().get("id").unwrap_or_default());
+    let cursors = Cursors::new();
+    Effect::new(move |previous: Option<String>| {
+        // Another corpus starts at its first page.
+        let now = corpus_id.get();
+        if previous.is_some_and(|p| p != now) {
+            cursors.reset();
+        }
+        now
+    });
     let data = LocalResource::new(move || {
-        let id = corpus_id.get();
-        async move { session.gql::<CorpusData>(CORPUS, json!({ "id": id })).await }
+        let vars = json!({ "id": corpus_id.get(), "first": PAGE, "after": cursors.after() });
+        async move { session.gql::<CorpusData>(CORPUS, vars).await }
     });
     let action_error = RwSignal::new(None::<String>);
     let content = move || match data.get() {
@@ -108,6 +135,9 @@ fn CorpusView(session: Session) -> impl IntoView {
                 .map(|e| e.node)
                 .filter(|c| c.id != corpus.id && !c.system)
                 .collect();
+            let info = corpus.documents.page_info;
+            let next = info.end_cursor.filter(|_| info.has_next_page);
+            let paged = next.is_some() || !cursors.is_first();
             let documents: Vec<DocumentRow> =
                 corpus.documents.edges.into_iter().map(|e| e.node).collect();
             let refresh = move || data.refetch();
@@ -123,6 +153,7 @@ fn CorpusView(session: Session) -> impl IntoView {
                 {corpus.description.filter(|d| !d.is_empty()).map(|d| view! { <p class="muted">{d}</p> })}
                 {move || action_error.get().map(|e| view! { <p class="error" role="alert" id="action-error">{e}</p> })}
                 <DocumentTable session documents others action_error refresh />
+                {paged.then(|| view! { <PagerNav cursors next prefix="documents" /> })}
             }
             .into_any()
         }

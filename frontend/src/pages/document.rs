@@ -4,13 +4,13 @@
 //! (older versions' text is not kept), and the page says so when they differ.
 
 use leptos::prelude::*;
-use leptos_router::hooks::use_params_map;
-use leptos_router::hooks::use_query_map;
+use leptos_router::hooks::{use_navigate, use_params_map, use_query_map};
+use leptos_router::NavigateOptions;
 use serde::Deserialize;
 use serde_json::json;
 
 use crate::api::ApiError;
-use crate::components::{count, error_view, loading_view, Shell};
+use crate::components::{count, error_view, loading_view, url_encode, Shell};
 use crate::session::Session;
 
 const DOCUMENT: &str = "query($id: ID!, $page: Int!) { \
@@ -96,8 +96,24 @@ fn DocumentView(session: Session) -> impl IntoView {
             .get("version")
             .and_then(|v| v.parse::<u32>().ok())
     });
-    // None: the first page, or the page holding the highlight.
-    let page = RwSignal::new(None::<u32>);
+    // None: the first page, or the page holding the highlight. In the URL, so a new document
+    // starts afresh and a reload keeps the page.
+    let page = Memo::new(move |_| query.read().get("page").and_then(|p| p.parse::<u32>().ok()));
+    let navigate = use_navigate();
+    let go_to_page = move |n: u32| {
+        let mut params: Vec<String> = Vec::new();
+        if let Some(h) = highlight.get_untracked() {
+            params.push(format!("highlight={}", url_encode(&h)));
+        }
+        if let Some(v) = cited_version.get_untracked() {
+            params.push(format!("version={v}"));
+        }
+        params.push(format!("page={n}"));
+        navigate(
+            &format!("/documents/{}?{}", id.get_untracked(), params.join("&")),
+            NavigateOptions::default(),
+        );
+    };
     let loaded = LocalResource::new(move || {
         let id = id.get();
         let wanted = highlight.get();
@@ -141,15 +157,16 @@ fn DocumentView(session: Session) -> impl IntoView {
                 }
             });
             let pager = (text.page_count > 1).then(|| {
+                let (prev, next) = (go_to_page.clone(), go_to_page.clone());
                 let current = text.page;
                 let last = text.page_count;
                 view! {
                     <nav class="pager" aria-label="Pages">
-                        <button type="button" class="secondary small" id="page-prev" disabled=current <= 1
-                            on:click=move |_| page.set(Some(current - 1))>"Previous"</button>
+                        <button type="button" class="secondary small" id="page-prev" disabled={current <= 1}
+                            on:click=move |_| prev(current - 1)>"Previous"</button>
                         <span id="page-indicator">{format!("Page {current} of {last}")}</span>
-                        <button type="button" class="secondary small" id="page-next" disabled=current >= last
-                            on:click=move |_| page.set(Some(current + 1))>"Next"</button>
+                        <button type="button" class="secondary small" id="page-next" disabled={current >= last}
+                            on:click=move |_| next(current + 1)>"Next"</button>
                     </nav>
                 }
             });

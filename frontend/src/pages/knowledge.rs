@@ -12,7 +12,9 @@ use serde_json::{json, Value};
 
 use crate::api::Connection;
 use crate::components::JobRef;
-use crate::components::{error_view, loading_view, url_encode, JobBar, JobWatch, Shell};
+use crate::components::{
+    error_view, loading_view, url_encode, Cursors, JobBar, JobWatch, PagerNav, Shell,
+};
 use crate::session::Session;
 
 const PAGE: usize = 25;
@@ -92,20 +94,18 @@ fn KnowledgeView(session: Session) -> impl IntoView {
     let query = use_query_map();
     let q = Memo::new(move |_| query.read().get("q").filter(|s| !s.trim().is_empty()));
     let kind = Memo::new(move |_| query.read().get("type").filter(|s| !s.is_empty()));
-    // Cursors of the pages before this one (for "Previous"), and this page's cursor.
-    let history = RwSignal::new(Vec::<Option<String>>::new());
-    let cursor = RwSignal::new(None::<String>);
+    let cursors = Cursors::new();
     Effect::new(move |previous: Option<(Option<String>, Option<String>)>| {
         // A new search starts at the first page.
         let now = (q.get(), kind.get());
         if previous.is_some_and(|p| p != now) {
-            history.set(Vec::new());
-            cursor.set(None);
+            cursors.reset();
         }
         now
     });
     let entities = LocalResource::new(move || {
-        let vars = json!({ "q": q.get(), "t": kind.get(), "first": PAGE, "after": cursor.get() });
+        let vars =
+            json!({ "q": q.get(), "t": kind.get(), "first": PAGE, "after": cursors.after() });
         async move { session.gql::<EntitiesData>(ENTITIES, vars).await }
     });
 
@@ -138,7 +138,7 @@ fn KnowledgeView(session: Session) -> impl IntoView {
         Some(Ok(data)) => {
             let page = data.entities;
             let rows: Vec<EntityRow> = page.edges.into_iter().map(|e| e.node).collect();
-            if rows.is_empty() && history.get_untracked().is_empty() {
+            if rows.is_empty() && cursors.is_first() {
                 return view! {
                     <p id="entities-empty" class="muted">
                         "No entities yet, or none matches. Knowledge comes from extraction: use Extract now."
@@ -150,7 +150,6 @@ fn KnowledgeView(session: Session) -> impl IntoView {
                 .page_info
                 .end_cursor
                 .filter(|_| page.page_info.has_next_page);
-            let has_prev = !history.get_untracked().is_empty();
             let items = rows
                 .into_iter()
                 .map(|e| {
@@ -165,22 +164,7 @@ fn KnowledgeView(session: Session) -> impl IntoView {
                 .collect_view();
             view! {
                 <ul id="entities-list" class="entities">{items}</ul>
-                <nav class="pager" aria-label="Pages">
-                    <button type="button" class="secondary small" id="entities-prev" disabled=!has_prev
-                        on:click=move |_| {
-                            let mut h = history.get_untracked();
-                            let back = h.pop().flatten();
-                            history.set(h);
-                            cursor.set(back);
-                        }>"Previous"</button>
-                    <button type="button" class="secondary small" id="entities-next" disabled=next.is_none()
-                        on:click=move |_| {
-                            if let Some(n) = next.clone() {
-                                history.update(|h| h.push(cursor.get_untracked()));
-                                cursor.set(Some(n));
-                            }
-                        }>"Next"</button>
-                </nav>
+                <PagerNav cursors next prefix="entities" />
             }
             .into_any()
         }

@@ -122,12 +122,14 @@ fn SearchView(session: Session) -> impl IntoView {
                 .map(Some)
         }
     });
+    // The answer remembers its question: a new query hides an answer to the old one.
     let answer = Action::new_local(move |question: &String| {
         let question = question.clone();
         async move {
-            session
+            let a = session
                 .gql::<AnswerData>(ANSWER, json!({ "q": question }))
-                .await
+                .await;
+            (question, a)
         }
     });
     let input = NodeRef::<Input>::new();
@@ -174,15 +176,20 @@ fn SearchView(session: Session) -> impl IntoView {
         }
         Some(Ok(Some(data))) => results_view(data.search),
     };
-    let answer_view = move || match answer.value().get() {
-        None if answer.pending().get() => {
-            Some(view! { <p class="muted" id="answer-pending">"Answering…"</p> }.into_any())
+    let answer_view = move || {
+        if answer.pending().get() {
+            return Some(
+                view! { <p class="muted" id="answer-pending">"Answering…"</p> }.into_any(),
+            );
         }
-        None => None,
-        Some(Err(e)) => {
-            Some(view! { <div id="answer" class="card answer">{error_view(&e)}</div> }.into_any())
+        match answer.value().get() {
+            Some((question, _)) if question != q.get() => None,
+            None => None,
+            Some((_, Err(e))) => Some(
+                view! { <div id="answer" class="card answer">{error_view(&e)}</div> }.into_any(),
+            ),
+            Some((_, Ok(a))) => Some(answer_card(a.answer)),
         }
-        Some(Ok(a)) => Some(answer_card(a.answer)),
     };
     view! {
         <h2>"Search"</h2>
