@@ -646,6 +646,20 @@ async fn owner_journey(
     client.back().await?;
     wait_for(client, "#documents-table").await?;
 
+    // Drag and drop: a file dropped on the zone uploads like a picked one.
+    client
+        .execute(
+            "const dt = new DataTransfer(); \
+             dt.items.add(new File(['Dropped notes: the harbour master signs every log.'], 'dropped.txt', {type: 'text/plain'})); \
+             const zone = document.getElementById('dropzone'); \
+             zone.dispatchEvent(new DragEvent('dragover', {dataTransfer: dt, bubbles: true, cancelable: true})); \
+             zone.dispatchEvent(new DragEvent('drop', {dataTransfer: dt, bubbles: true, cancelable: true}));",
+            vec![],
+        )
+        .await?;
+    ensure!(wait_for_upload(client, "dropped.txt").await? == "searchable");
+    wait_for(client, ".document-row[data-title=\"dropped\"]").await?;
+
     // A long document: its text comes in pages with the section headings, and a highlight on
     // page 2 opens page 2.
     let long = server
@@ -729,7 +743,7 @@ async fn owner_journey(
     ensure!(
         run[1]
             .as_str()
-            .is_some_and(|t| t.contains("Extracted knowledge from 4 of 4")),
+            .is_some_and(|t| t.contains("Extracted knowledge from 5 of 5")),
         "{run}"
     );
     // Paging: the directory alone names 30 companies, so there are two pages of 25.
