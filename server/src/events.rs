@@ -21,7 +21,8 @@ pub struct JobEvent {
     pub created_by: Option<i64>,
     /// queued | running | succeeded | failed | cancelled
     pub state: String,
-    /// extracting | chunking | embedding | storing | searchable | failed | cancelled | queued
+    /// extracting | chunking | embedding | storing | searchable (ingest) | extracted (knowledge
+    /// extraction) | failed | cancelled | queued
     pub stage: String,
     pub done: Option<i64>,
     pub total: Option<i64>,

@@ -23,6 +23,8 @@ use crate::store::Store;
 pub const KIND: &str = "kg_extract";
 /// Documents per run (seed 001: "≤ 40 objects/run").
 pub const MAX_DOCS_PER_RUN: u64 = 40;
+/// The stage a succeeded run ends in (ingest ends `searchable`).
+pub const SUCCEEDED_STAGE: &str = "extracted";
 /// Documents extracted at once within a run.
 pub const CONCURRENCY: usize = 2;
 
@@ -243,6 +245,10 @@ pub fn anchor_text(e: &cairn_kg::Entity) -> String {
 
 #[async_trait]
 impl Runner for KgRunner {
+    fn succeeded_stage(&self) -> &'static str {
+        SUCCEEDED_STAGE
+    }
+
     async fn run(&self, job: &Job, ctx: &JobContext) -> Result<Json, JobError> {
         let payload: KgPayload = serde_json::from_value(job.payload.clone())
             .map_err(|e| JobError::Permanent(format!("invalid kg_extract payload: {e}")))?;
