@@ -150,11 +150,12 @@ async fn build_core(cfg: &Config, embedder: Option<Embedder>) -> Result<Cairn, S
         auto_kg: cfg.kg_auto_extract,
     };
     let utility = llm_client(cfg, cfg.llm_utility())?;
-    let kg = crate::knowledge::KgRunner {
-        store: store.clone(),
-        embedder: embedder.clone(),
-        extractor: kg_extractor(cfg, utility.clone()).await?,
-    };
+    let kg = crate::knowledge::KgRunner::new(
+        store.clone(),
+        embedder.clone(),
+        kg_extractor(cfg, utility.clone()).await?,
+        cfg.kg_limits(),
+    );
     let mut runners: HashMap<&'static str, Arc<dyn Runner>> = HashMap::new();
     runners.insert(ingest::KIND, Arc::new(ingest));
     runners.insert(crate::knowledge::KIND, Arc::new(kg));
@@ -177,6 +178,7 @@ async fn build_core(cfg: &Config, embedder: Option<Embedder>) -> Result<Cairn, S
             max_upload_bytes: cfg.max_upload_bytes,
         },
     )
+    .with_kg_limits(cfg.kg_limits())
     .with_models(Models {
         embedder,
         chat: llm_client(cfg, cfg.llm_chat())?,

@@ -13,7 +13,7 @@ use crate::auth::Principal;
 use crate::domain::{search as rules, Capability, InvalidInput};
 use crate::events::{Event, EventKind};
 use crate::jobs::snapshot;
-use crate::knowledge::KgPayload;
+use crate::knowledge::{KgLimits, KgPayload, QUOTA_WINDOW_HOURS};
 use crate::store::kg::{KgEntity, KgMention, KgRelation};
 
 /// The most hops `neighbourhood` and `kgQuery` walk (seed 001, KG‑5).
@@ -55,7 +55,8 @@ pub struct Subgraph {
 
 impl Cairn {
     /// Queues a `kg_extract` job over the unextracted documents of a corpus, or of the given
-    /// documents, or of the whole team.
+    /// documents, or of the whole team. Refused (QuotaExceeded) when the team's documents per
+    /// 24 hours are spent.
     pub async fn extract_knowledge(
         &self,
         p: &Principal,
@@ -75,6 +76,18 @@ impl Cairn {
             }
             if ids.len() > 1000 {
                 return Err(InvalidInput::new("documentIds", "at most 1000 ids").into());
+            }
+        }
+        let quota = self.kg_limits.daily_docs;
+        if quota > 0 {
+            let used = self
+                .store
+                .kg_extractions_since(p.team_id, KgLimits::window_start())
+                .await?;
+            if used >= quota {
+                return Err(ServiceError::QuotaExceeded(format!(
+                    "the team's knowledge-extraction quota is spent: {used} of {quota} documents in the last {QUOTA_WINDOW_HOURS} hours; try again later"
+                )));
             }
         }
         let payload = KgPayload {

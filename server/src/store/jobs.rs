@@ -44,7 +44,7 @@ pub enum Finish {
 }
 
 impl Store {
-    fn ts(&self, q: &mut Sql, col: &str) {
+    pub(super) fn ts(&self, q: &mut Sql, col: &str) {
         match self.backend() {
             DatabaseBackend::Sqlite => {
                 q.push("julianday(").push(col).push(")");
@@ -55,7 +55,7 @@ impl Store {
         }
     }
 
-    fn ts_bind(&self, q: &mut Sql, t: DateTime<Utc>) {
+    pub(super) fn ts_bind(&self, q: &mut Sql, t: DateTime<Utc>) {
         match self.backend() {
             DatabaseBackend::Sqlite => {
                 q.push("julianday(").bind(t).push(")");
