@@ -69,13 +69,16 @@ pub struct Running {
 }
 
 impl Running {
-    /// Stops accepting, finishes in-flight requests, and waits.
+    /// Stops accepting, finishes in-flight requests, and waits; then ends the event bus's
+    /// cross-instance tasks (the PostgreSQL LISTEN connection).
     pub async fn stop(mut self) -> Result<(), StartError> {
         self.cairn.queue.shutdown();
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
-        match self.task.await {
+        let served = self.task.await;
+        self.cairn.bus.shutdown();
+        match served {
             Ok(r) => Ok(r?),
             Err(e) => Err(StartError::Io(std::io::Error::other(e))),
         }
@@ -83,7 +86,10 @@ impl Running {
 
     /// Resolves when the server stops by itself (an I/O error).
     pub async fn wait(self) -> Result<(), StartError> {
-        match self.task.await {
+        let served = self.task.await;
+        self.cairn.queue.shutdown();
+        self.cairn.bus.shutdown();
+        match served {
             Ok(r) => Ok(r?),
             Err(e) => Err(StartError::Io(std::io::Error::other(e))),
         }
