@@ -350,6 +350,9 @@ pub struct KgMutation;
 impl KgMutation {
     /// Queues a knowledge extraction over at most 40 unextracted documents (of a corpus, or
     /// the given ones, or the team's) that the caller can read. Needs `workflows.run`.
+    /// QUOTA_EXCEEDED when the team's documents per 24 hours are spent; a run that reaches
+    /// the quota stops and reports the documents it left (`left`, `quotaReached` in its
+    /// result). The job ends in stage `extracted`.
     async fn extract_knowledge(
         &self,
         ctx: &Context<'_>,
