@@ -1,7 +1,8 @@
 //! The knowledge graph end to end on SQLite and PostgreSQL: the seed's mention-rule cases,
 //! supersession and delete, a randomized property test of the mention rule (≥ 10,000 checks
-//! per backend), the SQL statement count of a nested `entities` query, and the extraction job
-//! (rules extractor, progress, cancellation, the `llm` backend against the stub).
+//! per backend), the SQL statement count of a nested `entities` query, the extraction job
+//! (rules extractor, progress, cancellation, the `llm` backend against the stub), the per-team
+//! quota and concurrency cap, `entities(q)` paging, and (ignored) the precision harness.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
