@@ -20,10 +20,14 @@
 //! whitespace-separated words of all request messages as `prompt_tokens`, those of the reply
 //! as `completion_tokens`.
 //!
+//! [`StubServer::max_in_flight`] is the most requests it was answering at once (from the
+//! request's arrival to its response), for tests of a client's concurrency limits.
+//!
 //! The server stops when the [`StubServer`] is dropped.
 
 use std::fmt;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -97,6 +101,25 @@ struct Shared {
     script: Vec<StubReply>,
     api_key: Option<String>,
     log: Mutex<Log>,
+    in_flight: AtomicUsize,
+    max_in_flight: AtomicUsize,
+}
+
+/// Counts a request as in flight until it is dropped (when its response is ready).
+struct InFlight(Arc<Shared>);
+
+impl InFlight {
+    fn enter(shared: &Arc<Shared>) -> InFlight {
+        let now = shared.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        shared.max_in_flight.fetch_max(now, Ordering::SeqCst);
+        InFlight(Arc::clone(shared))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Shared {
@@ -145,6 +168,8 @@ impl StubServer {
             script,
             api_key,
             log: Mutex::new(Log::default()),
+            in_flight: AtomicUsize::new(0),
+            max_in_flight: AtomicUsize::new(0),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(chat))
@@ -187,6 +212,11 @@ impl StubServer {
         self.shared.log().authorizations.clone()
     }
 
+    /// The most requests answered at once so far.
+    pub fn max_in_flight(&self) -> usize {
+        self.shared.max_in_flight.load(Ordering::SeqCst)
+    }
+
     /// Why requests were refused as not OpenAI-shaped, in order.
     pub fn shape_errors(&self) -> Vec<String> {
         self.shared.log().shape_errors.clone()
@@ -208,6 +238,7 @@ async fn not_found() -> Response {
 }
 
 async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let _in_flight = InFlight::enter(&shared);
     let authorization = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())

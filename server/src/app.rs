@@ -69,13 +69,16 @@ pub struct Running {
 }
 
 impl Running {
-    /// Stops accepting, finishes in-flight requests, and waits.
+    /// Stops accepting, finishes in-flight requests, and waits; then ends the event bus's
+    /// cross-instance tasks (the PostgreSQL LISTEN connection).
     pub async fn stop(mut self) -> Result<(), StartError> {
         self.cairn.queue.shutdown();
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
-        match self.task.await {
+        let served = self.task.await;
+        self.cairn.bus.shutdown();
+        match served {
             Ok(r) => Ok(r?),
             Err(e) => Err(StartError::Io(std::io::Error::other(e))),
         }
@@ -83,7 +86,10 @@ impl Running {
 
     /// Resolves when the server stops by itself (an I/O error).
     pub async fn wait(self) -> Result<(), StartError> {
-        match self.task.await {
+        let served = self.task.await;
+        self.cairn.queue.shutdown();
+        self.cairn.bus.shutdown();
+        match served {
             Ok(r) => Ok(r?),
             Err(e) => Err(StartError::Io(std::io::Error::other(e))),
         }
@@ -150,11 +156,12 @@ async fn build_core(cfg: &Config, embedder: Option<Embedder>) -> Result<Cairn, S
         auto_kg: cfg.kg_auto_extract,
     };
     let utility = llm_client(cfg, cfg.llm_utility())?;
-    let kg = crate::knowledge::KgRunner {
-        store: store.clone(),
-        embedder: embedder.clone(),
-        extractor: kg_extractor(cfg, utility.clone()).await?,
-    };
+    let kg = crate::knowledge::KgRunner::new(
+        store.clone(),
+        embedder.clone(),
+        kg_extractor(cfg, utility.clone()).await?,
+        cfg.kg_limits(),
+    );
     let mut runners: HashMap<&'static str, Arc<dyn Runner>> = HashMap::new();
     runners.insert(ingest::KIND, Arc::new(ingest));
     runners.insert(crate::knowledge::KIND, Arc::new(kg));
@@ -177,6 +184,7 @@ async fn build_core(cfg: &Config, embedder: Option<Embedder>) -> Result<Cairn, S
             max_upload_bytes: cfg.max_upload_bytes,
         },
     )
+    .with_kg_limits(cfg.kg_limits())
     .with_models(Models {
         embedder,
         chat: llm_client(cfg, cfg.llm_chat())?,

@@ -201,6 +201,27 @@ pub struct Config {
     )]
     pub kg_auto_extract: bool,
 
+    /// Documents one team may have in extraction at once, across all its `kg_extract` runs
+    /// (in this process).
+    #[arg(
+        long,
+        env = "CAIRN_KG_TEAM_CONCURRENCY",
+        default_value_t = 2,
+        global = true
+    )]
+    pub kg_team_concurrency: usize,
+
+    /// Documents one team may have extracted in a rolling 24 hours (counted from the
+    /// `kg_extractions` markers); 0 means unlimited. When spent, `extractKnowledge` answers
+    /// QUOTA_EXCEEDED and a run in progress stops taking documents.
+    #[arg(
+        long,
+        env = "CAIRN_KG_DAILY_DOCS",
+        default_value_t = 2000,
+        global = true
+    )]
+    pub kg_daily_docs: u64,
+
     /// Log format on stderr.
     #[arg(long, env = "CAIRN_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
     pub log_format: LogFormat,
@@ -284,7 +305,17 @@ impl Config {
             kg_extractor: "rules".into(),
             kg_local_model: None,
             kg_auto_extract: false,
+            kg_team_concurrency: 2,
+            kg_daily_docs: 2000,
             log_format: LogFormat::Text,
+        }
+    }
+
+    /// The knowledge-extraction limits.
+    pub fn kg_limits(&self) -> crate::knowledge::KgLimits {
+        crate::knowledge::KgLimits {
+            team_concurrency: self.kg_team_concurrency.max(1),
+            daily_docs: self.kg_daily_docs,
         }
     }
 

@@ -5,10 +5,14 @@
 //! PostgreSQL every event is sent with `NOTIFY cairn_events` (in publish order, by one
 //! forwarding task) and each instance's `LISTEN` task feeds its own broadcast channel, so a
 //! subscriber on any instance sees events from all of them, exactly once.
+//!
+//! [`Bus::shutdown`] (called by `Running::stop`) ends both tasks: the LISTEN connection is
+//! closed and no reconnection is attempted after the server has stopped.
 
 use entity::prelude::Corpus;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, mpsc};
+use tokio_util::sync::CancellationToken;
 
 use crate::store::Store;
 
@@ -21,7 +25,8 @@ pub struct JobEvent {
     pub created_by: Option<i64>,
     /// queued | running | succeeded | failed | cancelled
     pub state: String,
-    /// extracting | chunking | embedding | storing | searchable | failed | cancelled | queued
+    /// extracting | chunking | embedding | storing | searchable (ingest) | extracted (knowledge
+    /// extraction) | failed | cancelled | queued
     pub stage: String,
     pub done: Option<i64>,
     pub total: Option<i64>,
@@ -57,13 +62,19 @@ pub struct Bus {
     tx: broadcast::Sender<Event>,
     /// Set on PostgreSQL: events go through NOTIFY instead of straight to `tx`.
     notify: Option<mpsc::UnboundedSender<Event>>,
+    /// Cancelled by [`Bus::shutdown`]: the NOTIFY forwarder and the LISTEN task end.
+    stop: CancellationToken,
 }
 
 impl Bus {
     /// An in-process bus (SQLite, or tests).
     pub fn local() -> Bus {
         let (tx, _) = broadcast::channel(4096);
-        Bus { tx, notify: None }
+        Bus {
+            tx,
+            notify: None,
+            stop: CancellationToken::new(),
+        }
     }
 
     /// A bus whose events cross instances through the store's NOTIFY/LISTEN (PostgreSQL), or
@@ -75,8 +86,16 @@ impl Bus {
         }
         let (ntx, mut nrx) = mpsc::unbounded_channel::<Event>();
         let forward_store = store.clone();
+        let stop = bus.stop.clone();
         tokio::spawn(async move {
-            while let Some(ev) = nrx.recv().await {
+            loop {
+                let ev = tokio::select! {
+                    _ = stop.cancelled() => return,
+                    ev = nrx.recv() => match ev {
+                        Some(ev) => ev,
+                        None => return,
+                    },
+                };
                 match serde_json::to_string(&ev) {
                     Ok(payload) => {
                         if let Err(e) = forward_store.notify(PG_CHANNEL, &payload).await {
@@ -89,18 +108,30 @@ impl Bus {
         });
         let listen_store = store.clone();
         let local = bus.tx.clone();
+        let stop = bus.stop.clone();
         tokio::spawn(async move {
             loop {
-                let mut listener = match listen_store.listen(PG_CHANNEL).await {
+                let connected = tokio::select! {
+                    _ = stop.cancelled() => return,
+                    l = listen_store.listen(PG_CHANNEL) => l,
+                };
+                let mut listener = match connected {
                     Ok(l) => l,
                     Err(e) => {
                         tracing::warn!(error = %e, "LISTEN failed; retrying");
-                        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                        tokio::select! {
+                            _ = stop.cancelled() => return,
+                            _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+                        }
                         continue;
                     }
                 };
                 loop {
-                    match listener.recv().await {
+                    let received = tokio::select! {
+                        _ = stop.cancelled() => return,
+                        r = listener.recv() => r,
+                    };
+                    match received {
                         Ok(n) => match serde_json::from_str::<Event>(n.payload()) {
                             Ok(ev) => {
                                 let _ = local.send(ev);
@@ -129,6 +160,12 @@ impl Bus {
                 let _ = self.tx.send(event);
             }
         }
+    }
+
+    /// Ends the cross-instance tasks (PostgreSQL): the LISTEN connection closes and is not
+    /// reopened; events published afterwards are dropped. Idempotent; a no-op on SQLite.
+    pub fn shutdown(&self) {
+        self.stop.cancel();
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {

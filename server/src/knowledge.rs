@@ -1,11 +1,26 @@
 //! The `kg_extract` job (seed 001's index-knowledge workflow): up to [`MAX_DOCS_PER_RUN`]
 //! unextracted documents of the requester's team that the requester can read, each extracted
 //! by the configured [`cairn_kg::Extractor`] (validated, one retry, 12k cap) and stored with
-//! [`Store::store_extraction`], [`CONCURRENCY`] at a time. Progress is `extracting k/n` on the
-//! job events; cancellation is noticed at the next progress report (after each document). A
-//! document that cannot be read or extracted is recorded in the result as failed and never
-//! stops the run.
+//! [`Store::store_extraction`]. Progress is `extracting k/n` on the job events; cancellation
+//! is noticed at the next progress report (after each document). A document that cannot be
+//! read or extracted is recorded in the result as failed and never stops the run; a
+//! succeeded run ends in stage [`SUCCEEDED_STAGE`].
+//!
+//! Per-team limits ([`KgLimits`]):
+//! - **Concurrency.** A team has at most `team_concurrency` documents in extraction at once,
+//!   across all its runs in this process (a semaphore per team, shared by the runs).
+//! - **Quota.** At most `daily_docs` documents per team in a rolling 24 hours, counted from
+//!   durable data: the team's `kg_extractions` markers written in the window
+//!   ([`Store::kg_extractions_since`]), plus the documents this process has in flight for the
+//!   team. Before each document a run takes a reservation under the team's ledger lock; the
+//!   marker is written and the reservation released under the same lock, so concurrent runs
+//!   in one process never overshoot. (Instances sharing a PostgreSQL database may overshoot
+//!   by their in-flight documents.) A run that finds the quota spent stops taking documents
+//!   and reports them as `left` (not failed); `extractKnowledge` refuses with QUOTA_EXCEEDED
+//!   when nothing is left of it.
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -23,8 +38,36 @@ use crate::store::Store;
 pub const KIND: &str = "kg_extract";
 /// Documents per run (seed 001: "≤ 40 objects/run").
 pub const MAX_DOCS_PER_RUN: u64 = 40;
-/// Documents extracted at once within a run.
-pub const CONCURRENCY: usize = 2;
+/// The stage a succeeded run ends in (ingest ends `searchable`).
+pub const SUCCEEDED_STAGE: &str = "extracted";
+/// The window of the per-team document quota.
+pub const QUOTA_WINDOW_HOURS: i64 = 24;
+
+/// Per-team limits on knowledge extraction (`CAIRN_KG_TEAM_CONCURRENCY`,
+/// `CAIRN_KG_DAILY_DOCS`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KgLimits {
+    /// Documents of one team in extraction at once, across its runs (at least 1).
+    pub team_concurrency: usize,
+    /// Documents of one team extracted per rolling 24 hours; 0 = unlimited.
+    pub daily_docs: u64,
+}
+
+impl Default for KgLimits {
+    fn default() -> Self {
+        KgLimits {
+            team_concurrency: 2,
+            daily_docs: 2000,
+        }
+    }
+}
+
+impl KgLimits {
+    /// The start of the quota window that ends now.
+    pub fn window_start() -> chrono::DateTime<chrono::Utc> {
+        chrono::Utc::now() - chrono::Duration::hours(QUOTA_WINDOW_HOURS)
+    }
+}
 
 /// What `extractKnowledge` hands to the job.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -89,18 +132,134 @@ impl Extractor for LlmExtractor {
 
 /// Runs `kg_extract` jobs.
 pub struct KgRunner {
-    pub store: Store,
-    pub embedder: Option<cairn_embed::Embedder>,
-    pub extractor: Arc<dyn Extractor>,
+    store: Store,
+    embedder: Option<cairn_embed::Embedder>,
+    extractor: Arc<dyn Extractor>,
+    limits: KgLimits,
+    /// One gate per team, shared by all of the team's runs in this process.
+    gates: std::sync::Mutex<HashMap<i64, Arc<TeamGate>>>,
+}
+
+/// A team's extraction limits in this process: the concurrency permits, and the ledger of
+/// documents in flight against the quota.
+struct TeamGate {
+    permits: Arc<tokio::sync::Semaphore>,
+    /// Held while the quota is read and a reservation taken, and while a marker is written
+    /// and its reservation released, so the two never interleave.
+    ledger: tokio::sync::Mutex<()>,
+    /// Documents reserved against the quota whose marker is not written yet.
+    pending: AtomicU64,
+}
+
+/// A document's place in the quota; released (the pending count decremented) on drop, which
+/// also covers a run dropped mid-document (cancellation, lost lease).
+struct Reservation(Option<Arc<TeamGate>>);
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if let Some(g) = self.0.take() {
+            g.pending.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
 }
 
 /// One document's outcome within a run.
 enum DocOutcome {
-    Stored { entities: usize, relations: usize },
-    Failed { document_id: i64, reason: String },
+    Stored {
+        entities: usize,
+        relations: usize,
+    },
+    Failed {
+        document_id: i64,
+        reason: String,
+    },
+    /// Not taken: the team's quota was spent.
+    Left,
 }
 
 impl KgRunner {
+    pub fn new(
+        store: Store,
+        embedder: Option<cairn_embed::Embedder>,
+        extractor: Arc<dyn Extractor>,
+        limits: KgLimits,
+    ) -> KgRunner {
+        KgRunner {
+            store,
+            embedder,
+            extractor,
+            limits: KgLimits {
+                team_concurrency: limits.team_concurrency.max(1),
+                ..limits
+            },
+            gates: std::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn gate(&self, team_id: i64) -> Arc<TeamGate> {
+        let mut gates = self.gates.lock().unwrap_or_else(|e| e.into_inner());
+        gates
+            .entry(team_id)
+            .or_insert_with(|| {
+                Arc::new(TeamGate {
+                    permits: Arc::new(tokio::sync::Semaphore::new(self.limits.team_concurrency)),
+                    ledger: tokio::sync::Mutex::new(()),
+                    pending: AtomicU64::new(0),
+                })
+            })
+            .clone()
+    }
+
+    /// Takes a place in the team's quota: `None` when it is spent (markers in the window plus
+    /// documents in flight).
+    async fn reserve(
+        &self,
+        team_id: i64,
+        gate: &Arc<TeamGate>,
+    ) -> Result<Option<Reservation>, String> {
+        if self.limits.daily_docs == 0 {
+            return Ok(Some(Reservation(None)));
+        }
+        let _ledger = gate.ledger.lock().await;
+        let used = self
+            .store
+            .kg_extractions_since(team_id, KgLimits::window_start())
+            .await
+            .map_err(|e| e.to_string())?;
+        if used + gate.pending.load(Ordering::SeqCst) >= self.limits.daily_docs {
+            return Ok(None);
+        }
+        gate.pending.fetch_add(1, Ordering::SeqCst);
+        Ok(Some(Reservation(Some(gate.clone()))))
+    }
+
+    /// Writes an extraction and releases the document's reservation under the team's ledger
+    /// lock (when a quota applies).
+    #[allow(clippy::too_many_arguments)]
+    async fn store_counted(
+        &self,
+        gate: &TeamGate,
+        reservation: Reservation,
+        team_id: i64,
+        document_id: i64,
+        version: i32,
+        extractor: &str,
+        x: &cairn_kg::Extraction,
+        anchors: &[Option<Vec<f32>>],
+    ) -> Result<crate::store::kg::StoredExtraction, String> {
+        let _ledger = match self.limits.daily_docs {
+            0 => None,
+            _ => Some(gate.ledger.lock().await),
+        };
+        let stored = self
+            .store
+            .store_extraction(team_id, document_id, version, extractor, x, anchors)
+            .await
+            .map_err(|e| e.to_string());
+        drop(reservation);
+        stored
+    }
+
     async fn requester(&self, job: &Job, p: &KgPayload) -> Result<Principal, JobError> {
         let user = self
             .store
@@ -117,13 +276,45 @@ impl KgRunner {
         })
     }
 
-    async fn one(&self, job: &Job, p: &Principal, document_id: i64, version: i32) -> DocOutcome {
-        match self.try_one(job, p, document_id, version).await {
+    /// One document under the team's limits: a concurrency permit, then a place in the
+    /// quota (once the quota is found spent, the run's later documents are left at once).
+    async fn one(
+        &self,
+        job: &Job,
+        p: &Principal,
+        gate: &Arc<TeamGate>,
+        quota_spent: &AtomicBool,
+        document_id: i64,
+        version: i32,
+    ) -> DocOutcome {
+        if quota_spent.load(Ordering::SeqCst) {
+            return DocOutcome::Left;
+        }
+        let permit = gate.permits.clone().acquire_owned().await;
+        let failed = |reason: String| DocOutcome::Failed {
+            document_id,
+            reason,
+        };
+        let Ok(_permit) = permit else {
+            return failed("the team's extraction gate is closed".into());
+        };
+        if quota_spent.load(Ordering::SeqCst) {
+            return DocOutcome::Left;
+        }
+        let reservation = match self.reserve(job.team_id, gate).await {
+            Ok(Some(r)) => r,
+            Ok(None) => {
+                quota_spent.store(true, Ordering::SeqCst);
+                return DocOutcome::Left;
+            }
+            Err(reason) => return failed(reason),
+        };
+        match self
+            .try_one(job, p, gate, reservation, document_id, version)
+            .await
+        {
             Ok(o) => o,
-            Err(reason) => DocOutcome::Failed {
-                document_id,
-                reason,
-            },
+            Err(reason) => failed(reason),
         }
     }
 
@@ -131,6 +322,8 @@ impl KgRunner {
         &self,
         job: &Job,
         p: &Principal,
+        gate: &TeamGate,
+        reservation: Reservation,
         document_id: i64,
         version: i32,
     ) -> Result<DocOutcome, String> {
@@ -153,17 +346,17 @@ impl KgRunner {
                 }) => {
                     self.record_usage(job, usage).await;
                     // Recorded as extracted without facts, so the run moves on next time.
-                    self.store
-                        .store_extraction(
-                            job.team_id,
-                            document_id,
-                            version,
-                            &format!("refused:{}", self.extractor.name()),
-                            &cairn_kg::Extraction::default(),
-                            &[],
-                        )
-                        .await
-                        .map_err(|e| e.to_string())?;
+                    self.store_counted(
+                        gate,
+                        reservation,
+                        job.team_id,
+                        document_id,
+                        version,
+                        &format!("refused:{}", self.extractor.name()),
+                        &cairn_kg::Extraction::default(),
+                        &[],
+                    )
+                    .await?;
                     return Err(format!(
                         "reply refused twice ({}, then {})",
                         first.code(),
@@ -175,8 +368,9 @@ impl KgRunner {
         self.record_usage(job, usage).await;
         let anchors = self.anchors(&extraction).await;
         let stored = self
-            .store
-            .store_extraction(
+            .store_counted(
+                gate,
+                reservation,
                 job.team_id,
                 document_id,
                 version,
@@ -184,8 +378,7 @@ impl KgRunner {
                 &extraction,
                 &anchors,
             )
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         if !stored.stored {
             return Err("a newer version arrived meanwhile".into());
         }
@@ -243,6 +436,10 @@ pub fn anchor_text(e: &cairn_kg::Entity) -> String {
 
 #[async_trait]
 impl Runner for KgRunner {
+    fn succeeded_stage(&self) -> &'static str {
+        SUCCEEDED_STAGE
+    }
+
     async fn run(&self, job: &Job, ctx: &JobContext) -> Result<Json, JobError> {
         let payload: KgPayload = serde_json::from_value(job.payload.clone())
             .map_err(|e| JobError::Permanent(format!("invalid kg_extract payload: {e}")))?;
@@ -258,14 +455,17 @@ impl Runner for KgRunner {
             .await?;
         let total = docs.len() as i64;
         ctx.progress("extracting", Some(0), Some(total)).await?;
+        let gate = self.gate(job.team_id);
+        let quota_spent = AtomicBool::new(false);
         let mut outcomes = stream::iter(docs)
-            .map(|(id, version)| self.one(job, &p, id, version))
-            .buffer_unordered(CONCURRENCY);
-        let (mut done, mut entities, mut relations) = (0i64, 0usize, 0usize);
+            .map(|(id, version)| self.one(job, &p, &gate, &quota_spent, id, version))
+            .buffer_unordered(self.limits.team_concurrency);
+        let (mut done, mut left, mut entities, mut relations) = (0i64, 0i64, 0usize, 0usize);
         let mut failed: Vec<Json> = Vec::new();
         while let Some(o) = outcomes.next().await {
             done += 1;
             match o {
+                DocOutcome::Left => left += 1,
                 DocOutcome::Stored {
                     entities: e,
                     relations: r,
@@ -281,17 +481,26 @@ impl Runner for KgRunner {
             // Also the cancellation check between documents.
             ctx.progress("extracting", Some(done), Some(total)).await?;
         }
-        let extracted = done - failed.len() as i64;
+        let extracted = done - left - failed.len() as i64;
+        let mut message = format!(
+            "Extracted knowledge from {extracted} of {total} documents: {entities} entities, {relations} relations."
+        );
+        if left > 0 {
+            message.push_str(&format!(
+                " The team's quota of {} documents per {QUOTA_WINDOW_HOURS} hours is spent: {left} documents left for a later run.",
+                self.limits.daily_docs
+            ));
+        }
         Ok(json!({
             "documents": total,
             "extracted": extracted,
             "failed": failed,
+            "left": left,
+            "quotaReached": left > 0,
             "entities": entities,
             "relations": relations,
             "extractor": self.extractor.name(),
-            "message": format!(
-                "Extracted knowledge from {extracted} of {total} documents: {entities} entities, {relations} relations."
-            ),
+            "message": message,
         }))
     }
 }

@@ -2,7 +2,7 @@
 //! checks the request shape and records every request, so the test can prove no original PII
 //! string reached it), LLM failures as coded errors, and the extractive answer without an LLM.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cairn_llm::stub::{StubReply, StubServer};
 use cairn_tests::{both_backends, error_code, require_model, Backend, TestServer};
@@ -139,6 +139,10 @@ async fn llm_answer_cites_and_never_leaks_pii(backend: Backend) {
     s.stop().await;
 }
 
+/// Each LLM failure has its code. The timeout is proven by the outcome, not by a clock: the
+/// third reply is a valid completion ("too late") sent after 30 s, so with a working 1 s
+/// timeout the request fails with LLM_TIMEOUT, and with a broken one it succeeds (no error
+/// code, an answer) and the assertions below fail. Nothing else can produce LLM_TIMEOUT.
 async fn llm_failures_are_coded_and_bounded(backend: Backend) {
     require_model();
     let stub = StubServer::start(vec![
@@ -157,7 +161,6 @@ async fn llm_failures_are_coded_and_bounded(backend: Backend) {
     s.ingest_text(&s.owner_token, &corpus, "Rota", ROTA, "TEAM")
         .await;
     for want in ["LLM_ERROR", "LLM_BAD_REPLY", "LLM_TIMEOUT"] {
-        let started = Instant::now();
         let body = s
             .gql(
                 &s.owner_token,
@@ -167,9 +170,10 @@ async fn llm_failures_are_coded_and_bounded(backend: Backend) {
             .await;
         assert_eq!(error_code(&body), Some(want), "{body}");
         assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "a failing LLM must not hang the request"
+            body["data"].is_null() || body["data"]["answer"].is_null(),
+            "no answer on a failed LLM call: {body}"
         );
+        assert!(!body.to_string().contains("too late"), "{body}");
         assert!(
             !body.to_string().contains("127.0.0.1"),
             "no internals: {body}"

@@ -293,3 +293,61 @@ async fn two_instances_share_jobs_and_events_postgres() {
     b.stop().await;
     a.stop().await;
 }
+
+/// PostgreSQL only: the LISTEN connection behind the event bus ends with `Running::stop()`,
+/// and is not reopened (before the fix it kept reconnecting after the server had stopped).
+/// Observed in `pg_stat_activity`, polled (never timed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_listener_ends_on_stop_postgres() {
+    use sea_orm::{ConnectionTrait, Database, Statement};
+    let mut s = TestServer::start(Backend::Postgres).await;
+    let url = s.config.database_url.clone().unwrap_or_default();
+    let db = url.rsplit('/').next().unwrap_or_default().to_owned();
+    assert!(db.starts_with("cairn_t_"), "{url}");
+    let admin = Database::connect(cairn_tests::pg_admin_url().as_str())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let listeners = || {
+        let admin = &admin;
+        let sql = format!(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = '{db}' AND query ILIKE 'LISTEN%'"
+        );
+        async move {
+            admin
+                .query_one_raw(Statement::from_string(admin.get_database_backend(), sql))
+                .await
+                .unwrap_or_else(|e| panic!("{e}"))
+                .and_then(|r| r.try_get_by_index::<i64>(0).ok())
+                .unwrap_or(-1)
+        }
+    };
+    let mut seen = 0;
+    for _ in 0..200 {
+        seen = listeners().await;
+        if seen > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(seen, 1, "the running server listens once");
+    if let Some(r) = s.running.take() {
+        r.stop().await.unwrap_or_else(|e| panic!("{e}"));
+    }
+    for _ in 0..200 {
+        seen = listeners().await;
+        if seen == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(seen, 0, "the LISTEN connection outlived stop()");
+    // And it stays closed: still none after the listener's 1 s reconnection delay.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        listeners().await,
+        0,
+        "the listener reconnected after stop()"
+    );
+    let _ = admin.close().await;
+    s.stop().await;
+}

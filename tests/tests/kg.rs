@@ -1,7 +1,8 @@
 //! The knowledge graph end to end on SQLite and PostgreSQL: the seed's mention-rule cases,
 //! supersession and delete, a randomized property test of the mention rule (≥ 10,000 checks
-//! per backend), the SQL statement count of a nested `entities` query, and the extraction job
-//! (rules extractor, progress, cancellation, the `llm` backend against the stub).
+//! per backend), the SQL statement count of a nested `entities` query, the extraction job
+//! (rules extractor, progress, cancellation, the `llm` backend against the stub), the per-team
+//! quota and concurrency cap, `entities(q)` paging, and (ignored) the precision harness.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
@@ -27,6 +28,9 @@ both_backends!(
     llm_backend_against_stub,
     auto_extract_after_ingest,
     local_backend_end_to_end,
+    extraction_quota,
+    team_concurrency_is_shared_across_runs,
+    entities_q_paging,
 );
 
 const ENTITY_FIELDS: &str = "id name type description mentions { document { id title } version snippet offset } relations { id predicate subject { id name } object { id name } mentions { document { id } version snippet offset } }";
@@ -47,6 +51,12 @@ async fn extract(s: &TestServer, token: &str, vars: Value) -> Vec<Value> {
     assert_eq!(
         events.last().map(|e| e["state"].clone()),
         Some(json!("SUCCEEDED")),
+        "{events:?}"
+    );
+    // The knowledge-extraction kind ends in its own stage (ingest ends `searchable`).
+    assert_eq!(
+        events.last().map(|e| e["stage"].clone()),
+        Some(json!("extracted")),
         "{events:?}"
     );
     events
@@ -664,10 +674,14 @@ async fn check_all(
             let mut page = cairn
                 .entities(p, None, None, after, 7)
                 .await
-                .unwrap_or_else(|e| panic!("{e}"));
+                .unwrap_or_else(|e| panic!("{e}"))
+                .rows;
             let more = page.len() > 7;
             page.truncate(7);
-            after = page.last().map(|e| e.id);
+            after = page.last().map(|e| cairn::service::kg::EntityCursor {
+                id: e.id,
+                position: None,
+            });
             got.extend(page);
             if !more {
                 break;
@@ -1186,6 +1200,275 @@ async fn auto_extract_after_ingest(backend: Backend) {
     s.stop().await;
 }
 
+async fn start_extraction(s: &TestServer, token: &str, vars: Value) -> String {
+    let d = s
+        .gql_ok(
+            token,
+            "mutation($c: ID, $d: [ID!]) { extractKnowledge(corpusId: $c, documentIds: $d) { id } }",
+            vars,
+        )
+        .await;
+    d["extractKnowledge"]["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// `CAIRN_KG_DAILY_DOCS`: a run that reaches the team's quota stops taking documents and
+/// reports them as left (not failed); the next `extractKnowledge` is refused with
+/// QUOTA_EXCEEDED; another team's quota is its own.
+async fn extraction_quota(backend: Backend) {
+    require_model();
+    let s = TestServer::start_tuned(backend, |c| c.kg_daily_docs = 2).await;
+    let corpus = s.create_corpus(&s.owner_token, "quota").await;
+    let mut docs = Vec::new();
+    for i in 0..3 {
+        docs.push(
+            s.ingest_text(
+                &s.owner_token,
+                &corpus,
+                &format!("q{i}"),
+                &format!("Quota note {i}.\n\nAcme Robotics acquired Globex Media {i}."),
+                "TEAM",
+            )
+            .await,
+        );
+    }
+    let events = extract(&s, &s.owner_token, json!({ "c": corpus })).await;
+    let result = events.last().cloned().unwrap_or_default()["result"].clone();
+    assert_eq!(result["documents"], 3, "{result}");
+    assert_eq!(result["extracted"], 2, "{result}");
+    assert_eq!(result["left"], 1, "{result}");
+    assert_eq!(result["quotaReached"], true, "{result}");
+    assert_eq!(result["failed"], json!([]), "{result}");
+    assert!(
+        result["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("quota"),
+        "{result}"
+    );
+    let store = &s.cairn().store;
+    let mut marked = 0;
+    for d in &docs {
+        let id: i64 = d.parse().unwrap_or_default();
+        marked += store
+            .extraction_markers(id)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .len();
+    }
+    assert_eq!(marked, 2, "exactly the quota was extracted");
+    // Spent: refused up front, with its own code.
+    let r = s
+        .gql(
+            &s.owner_token,
+            "mutation($c: ID) { extractKnowledge(corpusId: $c) { id } }",
+            json!({ "c": corpus }),
+        )
+        .await;
+    assert_eq!(error_code(&r), Some("QUOTA_EXCEEDED"), "{r}");
+    assert!(r["errors"][0]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("2 of 2 documents"));
+    // Another team is not affected.
+    let (_, _, stranger) = s.other_team("elsewhere").await;
+    let other = extract(&s, &stranger, json!({})).await;
+    assert_eq!(
+        other.last().cloned().unwrap_or_default()["result"]["quotaReached"],
+        false
+    );
+    s.stop().await;
+}
+
+/// `CAIRN_KG_TEAM_CONCURRENCY`: two runs of one team at the same time share the team's cap.
+/// Counted at a slow `llm` stub (the most requests it answered at once), never timed.
+async fn team_concurrency_is_shared_across_runs(backend: Backend) {
+    require_model();
+    let stub = StubServer::start(vec![StubReply::delay(
+        Duration::from_millis(300),
+        StubReply::content(r#"{"entities":[],"relations":[]}"#),
+    )])
+    .await;
+    let base = stub.base_url();
+    let s = TestServer::start_tuned(backend, |c| {
+        c.llm_url = Some(base);
+        c.kg_extractor = "llm".into();
+        c.kg_team_concurrency = 2;
+        c.workers = 2;
+    })
+    .await;
+    let corpus = s.create_corpus(&s.owner_token, "cap").await;
+    let mut runs: Vec<Vec<String>> = vec![Vec::new(), Vec::new()];
+    for (r, run) in runs.iter_mut().enumerate() {
+        for i in 0..6 {
+            run.push(
+                s.ingest_text(
+                    &s.owner_token,
+                    &corpus,
+                    &format!("r{r}d{i}"),
+                    &format!("Run {r} document {i}."),
+                    "TEAM",
+                )
+                .await,
+            );
+        }
+    }
+    let a = start_extraction(&s, &s.owner_token, json!({ "d": runs[0] })).await;
+    let b = start_extraction(&s, &s.owner_token, json!({ "d": runs[1] })).await;
+    for job in [a, b] {
+        let events = s.follow_job(&s.owner_token, &job).await;
+        let last = events.last().cloned().unwrap_or_default();
+        assert_eq!(last["state"], "SUCCEEDED", "{events:?}");
+        assert_eq!(last["result"]["extracted"], 6, "{last}");
+    }
+    let reqs = stub.requests();
+    assert_eq!(reqs.len(), 12, "one reply per document");
+    assert!(
+        stub.max_in_flight() <= 2,
+        "the team had {} documents in extraction at once (cap 2)",
+        stub.max_in_flight()
+    );
+    // The runs did overlap (so the cap was shared, not merely never reached): in arrival
+    // order, the two runs' requests interleave.
+    let runs_in_order: Vec<usize> = reqs
+        .iter()
+        .map(|r| usize::from(r.to_string().contains("Run 1 document")))
+        .collect();
+    let switches = runs_in_order.windows(2).filter(|w| w[0] != w[1]).count();
+    assert!(
+        switches >= 2,
+        "the two runs did not overlap: {runs_in_order:?}"
+    );
+    s.stop().await;
+}
+
+/// `entities(q)` pages in the fused order: `first: 1` to the end lists exactly what one big
+/// page lists; and when the last entity of a page disappears before the next page is asked
+/// for, the next page still continues where it was (it is not empty).
+async fn entities_q_paging(backend: Backend) {
+    require_model();
+    let s = TestServer::start(backend).await;
+    let corpus = s.create_corpus(&s.owner_token, "paging").await;
+    let me = s
+        .gql_ok(&s.owner_token, "query { me { team { id } } }", json!({}))
+        .await;
+    let team: i64 = me["me"]["team"]["id"]
+        .as_str()
+        .unwrap_or("0")
+        .parse()
+        .unwrap_or(0);
+    let names = [
+        "Kestrel",
+        "Kestrel Aero",
+        "Kestrel Bio",
+        "Kestrel Systems Group",
+        "Old Kestrel",
+        "Kestrel Marine",
+    ];
+    let mut doc_of: HashMap<String, String> = HashMap::new();
+    for (i, name) in names.iter().enumerate() {
+        let doc = s
+            .ingest_text(
+                &s.owner_token,
+                &corpus,
+                &format!("k{i}"),
+                &format!("A note about {name}."),
+                "TEAM",
+            )
+            .await;
+        let x = Extraction {
+            entities: vec![Entity {
+                entity_type: "organization".into(),
+                name: (*name).to_owned(),
+                name_norm: name_norm(name),
+                description: String::new(),
+                mentions: vec![Mention {
+                    snippet: (*name).to_owned(),
+                    char_offset: 13,
+                }],
+            }],
+            relations: Vec::new(),
+        };
+        let stored = s
+            .cairn()
+            .store
+            .store_extraction(team, doc.parse().unwrap_or_default(), 1, "test", &x, &[])
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(stored.stored);
+        doc_of.insert((*name).to_owned(), doc);
+    }
+    const PAGE: &str = "query($q: String, $f: Int, $a: String) { entities(q: $q, first: $f, after: $a) { edges { cursor node { name } } pageInfo { hasNextPage endCursor } } }";
+    let page = |first: i32, after: Option<String>| {
+        let s = &s;
+        async move {
+            let d = s
+                .gql_ok(
+                    &s.owner_token,
+                    PAGE,
+                    json!({ "q": "kestrel", "f": first, "a": after }),
+                )
+                .await;
+            let c = &d["entities"];
+            let names: Vec<String> = c["edges"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|e| e["node"]["name"].as_str().unwrap_or_default().to_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let next = c["pageInfo"]["hasNextPage"].as_bool().unwrap_or(false);
+            let end = c["pageInfo"]["endCursor"].as_str().map(str::to_owned);
+            (names, next, end)
+        }
+    };
+    let (all, more, _) = page(50, None).await;
+    assert!(!more);
+    assert_eq!(all.len(), names.len(), "{all:?}");
+    let mut paged = Vec::new();
+    let mut after = None;
+    for _ in 0..=names.len() {
+        let (got, more, end) = page(1, after).await;
+        assert_eq!(got.len(), 1, "{paged:?} then {got:?}");
+        paged.extend(got);
+        if !more {
+            break;
+        }
+        after = end;
+    }
+    assert_eq!(paged, all, "first: 1 to the end lists what one page lists");
+
+    // The last entity of a page leaves (its only document is deleted) before the next page.
+    let (first_two, _, cursor) = page(2, None).await;
+    assert_eq!(first_two, all[..2]);
+    let gone = &first_two[1];
+    let d = s
+        .gql_ok(
+            &s.owner_token,
+            "mutation($id: ID!) { deleteDocument(id: $id) }",
+            json!({ "id": doc_of[gone] }),
+        )
+        .await;
+    assert_eq!(d["deleteDocument"], true);
+    let (now_all, _, _) = page(50, None).await;
+    assert!(!now_all.contains(gone), "{now_all:?}");
+    let (next, _, _) = page(2, cursor).await;
+    assert_eq!(next, all[2..4], "the page after a vanished cursor");
+    // A malformed cursor is a bad argument.
+    let r = s
+        .gql(
+            &s.owner_token,
+            PAGE,
+            json!({ "q": "kestrel", "f": 1, "a": "x:1" }),
+        )
+        .await;
+    assert_eq!(error_code(&r), Some("BAD_USER_INPUT"), "{r}");
+    s.stop().await;
+}
+
 /// Not a check: prints the `rules` extractor's throughput (documents/s) over synthetic
 /// business prose. `cargo test -p cairn-tests --test kg rules_throughput -- --ignored --nocapture`
 #[tokio::test]
@@ -1258,31 +1541,152 @@ async fn local_backend_end_to_end(backend: Backend) {
     s.stop().await;
 }
 
-/// The small hand-labelled precision set (labels: tests/fixtures/kg/precision.md): prints
-/// what `rules` stores for each text.
-/// `cargo test -p cairn-tests --test kg rules_precision_set -- --ignored --nocapture`
-#[tokio::test]
+/// The small hand-labelled precision set (labels: [`PRECISION_GOLD`], tests/fixtures/kg/precision.md):
+/// runs `rules`, and `local` when `CAIRN_KG_LOCAL_MODEL` names a GGUF, over [`PRECISION_SET`]
+/// and prints, per backend, every stored entity and relation with its label, entity precision
+/// (name and type; name only), recall, and throughput. The rules numbers are checked against
+/// the recorded labels (15 stored, 12 right in name and type, 14 in name).
+/// `CAIRN_KG_LOCAL_MODEL=$(bash kg/fetch-local-model.sh) cargo test -p cairn-tests --test kg kg_precision -- --ignored --nocapture`
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore]
-async fn rules_precision_set() {
-    let rules = cairn_kg::Rules::new();
-    for t in PRECISION_SET {
-        let o = cairn_kg::extract(&rules, t)
+async fn kg_precision() {
+    let rules = precision_of(&cairn_kg::Rules::new()).await;
+    assert_eq!(
+        (rules.stored, rules.right_typed, rules.right_named),
+        (15, 12, 14),
+        "the rules labels in tests/fixtures/kg/precision.md no longer hold"
+    );
+    match std::env::var("CAIRN_KG_LOCAL_MODEL") {
+        Ok(path) if !path.is_empty() => {
+            let local = tokio::task::spawn_blocking(move || {
+                cairn_kg::LocalGguf::load(path, cairn_kg::LocalConfig::default())
+            })
             .await
+            .unwrap_or_else(|e| panic!("{e}"))
             .unwrap_or_else(|e| panic!("{e}"));
-        for e in &o.extraction.entities {
-            eprintln!("E\t{}\t{}", e.entity_type, e.name);
+            precision_of(&local).await;
         }
-        for r in &o.extraction.relations {
-            let n = |i: usize| {
-                o.extraction
-                    .entities
-                    .get(i)
-                    .map_or("?", |e| e.name.as_str())
-            };
-            eprintln!("R\t{} {} {}", n(r.subject), r.predicate, n(r.object));
-        }
+        _ => eprintln!("local: skipped (CAIRN_KG_LOCAL_MODEL is not set)"),
     }
 }
+
+/// One backend's numbers over the precision set.
+#[derive(Debug, Default)]
+struct Precision {
+    stored: usize,
+    right_typed: usize,
+    right_named: usize,
+    relations: usize,
+    relations_between_gold_pairs: usize,
+}
+
+async fn precision_of(x: &dyn cairn_kg::Extractor) -> Precision {
+    let gold_total: usize = PRECISION_GOLD.iter().map(|g| g.len()).sum();
+    let mut n = Precision::default();
+    let (mut refused, mut attempts) = (0, 0);
+    let start = std::time::Instant::now();
+    for (text, gold) in PRECISION_SET.iter().zip(PRECISION_GOLD.iter()) {
+        let o = match cairn_kg::extract(x, text).await {
+            Ok(o) => o,
+            Err(e) => {
+                // Refused twice: the server records the document as extracted without facts.
+                eprintln!("{}\tREFUSED\t{e}", x.name());
+                refused += 1;
+                attempts += 2;
+                continue;
+            }
+        };
+        attempts += o.attempts;
+        let label = |e: &Entity| -> (bool, bool) {
+            let norm = name_norm(&e.name);
+            let hit = gold
+                .iter()
+                .find(|(names, _)| names.iter().any(|g| name_norm(g) == norm));
+            (hit.is_some(), hit.is_some_and(|(_, t)| *t == e.entity_type))
+        };
+        for e in &o.extraction.entities {
+            let (named, typed) = label(e);
+            n.stored += 1;
+            n.right_named += usize::from(named);
+            n.right_typed += usize::from(typed);
+            let mark = if typed {
+                "ok"
+            } else if named {
+                "type?"
+            } else {
+                "WRONG"
+            };
+            eprintln!("{}\tE\t{mark}\t{}\t{}", x.name(), e.entity_type, e.name);
+        }
+        for r in &o.extraction.relations {
+            let ends = [r.subject, r.object].map(|i| o.extraction.entities.get(i));
+            let [Some(s), Some(ob)] = ends else { continue };
+            n.relations += 1;
+            let gold_pair = label(s).0 && label(ob).0;
+            n.relations_between_gold_pairs += usize::from(gold_pair);
+            eprintln!(
+                "{}\tR\t{}\t{} {} {}",
+                x.name(),
+                if gold_pair { "ends ok" } else { "ends WRONG" },
+                s.name,
+                r.predicate,
+                ob.name
+            );
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let ratio = |a: usize, b: usize| {
+        if b == 0 {
+            "undefined".to_owned()
+        } else {
+            format!("{a}/{b} = {:.2}", a as f64 / b as f64)
+        }
+    };
+    eprintln!(
+        "{}: {} texts in {secs:.1} s ({:.3} texts/s, {attempts} replies, {refused} refused twice); \
+         entities stored {}; precision (name and type) {}; precision (name) {}; \
+         recall (name and type) {}; relations {} ({} between labelled entities)",
+        x.name(),
+        PRECISION_SET.len(),
+        PRECISION_SET.len() as f64 / secs,
+        n.stored,
+        ratio(n.right_typed, n.stored),
+        ratio(n.right_named, n.stored),
+        ratio(n.right_typed, gold_total),
+        n.relations,
+        n.relations_between_gold_pairs,
+    );
+    n
+}
+
+/// The entities a careful reader marks in each text of [`PRECISION_SET`]: accepted spellings
+/// and the type.
+const PRECISION_GOLD: [&[(&[&str], &str)]; 4] = [
+    &[
+        (&["Acme Robotics"], "organization"),
+        (&["Globex Media"], "organization"),
+        (&["Jane Doe"], "person"),
+        (&["Berlin"], "place"),
+    ],
+    &[
+        (&["Initech Labs", "Initech"], "organization"),
+        (&["Lisbon"], "place"),
+        (&["Peter Novak"], "person"),
+        (&["Umbrella Corp", "Umbrella"], "organization"),
+    ],
+    &[
+        (&["Berlin Robotics Summit"], "event"),
+        (&["Maria Silva"], "person"),
+        (&["Hooli"], "organization"),
+        (&["Ahmed Khan", "Dr. Ahmed Khan"], "person"),
+        (&["University of Porto"], "organization"),
+    ],
+    &[
+        (&["Hyperlift"], "product"),
+        (&["Globex Media"], "organization"),
+        (&["Acme Robotics"], "organization"),
+    ],
+];
 
 const PRECISION_SET: [&str; 4] = [
     "Acme Robotics, a maker of warehouse robots, acquired Globex Media in March. Jane Doe, CEO of Acme Robotics, announced the deal in Berlin.",

@@ -190,7 +190,8 @@ impl GqlJob {
     async fn state(&self) -> String {
         self.job.state.to_uppercase()
     }
-    /// extracting → chunking → embedding → storing → searchable (or failed / cancelled).
+    /// Ingest: extracting → chunking → embedding → storing → searchable; knowledge extraction:
+    /// extracting → extracted (either may end failed or cancelled).
     async fn stage(&self) -> Option<&str> {
         self.job.stage.as_deref()
     }
@@ -242,7 +243,7 @@ pub struct GqlJobEvent {
     pub done: Option<i64>,
     pub total: Option<i64>,
     pub error: Option<String>,
-    /// On the final `searchable` event: the job's result.
+    /// On the final succeeded event (stage `searchable` or `extracted`): the job's result.
     pub result: Option<Json<serde_json::Value>>,
 }
 
@@ -452,7 +453,7 @@ pub struct JobSubscription;
 #[async_graphql::Subscription]
 impl JobSubscription {
     /// One job's progress: its current state first, then every stage in order until it
-    /// ends (searchable, failed or cancelled).
+    /// ends (succeeded, failed or cancelled).
     async fn job_progress(
         &self,
         ctx: &Context<'_>,

@@ -9,6 +9,7 @@
 //! | `CONFLICT` | a uniqueness rule (e.g. a corpus name already used in the team) |
 //! | `QUERY_TOO_DEEP` / `QUERY_TOO_COMPLEX` | the query exceeds the depth or complexity limit |
 //! | `PAYLOAD_TOO_LARGE` | a body over the configured cap (set by the HTTP layer) |
+//! | `QUOTA_EXCEEDED` | a per-team quota is spent (knowledge extraction: `CAIRN_KG_DAILY_DOCS` documents per 24 hours) |
 //! | `UNAVAILABLE` | a needed part is not configured or loaded (e.g. the embedding model) |
 //! | `LLM_TIMEOUT` / `LLM_UNAVAILABLE` / `LLM_ERROR` / `LLM_BAD_REPLY` / `LLM_CONFIG` | the language model timed out, could not be reached, answered with an error status, answered something unusable, or is misconfigured |
 //! | `INTERNAL` | anything else; details go to the log, never to the client |
@@ -33,6 +34,7 @@ pub const QUERY_TOO_DEEP: &str = "QUERY_TOO_DEEP";
 pub const QUERY_TOO_COMPLEX: &str = "QUERY_TOO_COMPLEX";
 pub const PAYLOAD_TOO_LARGE: &str = "PAYLOAD_TOO_LARGE";
 pub const UNAVAILABLE: &str = "UNAVAILABLE";
+pub const QUOTA_EXCEEDED: &str = "QUOTA_EXCEEDED";
 pub const INTERNAL: &str = "INTERNAL";
 
 /// A GraphQL error with `extensions.code`.
@@ -61,6 +63,7 @@ impl From<ApiError> for async_graphql::Error {
             ServiceError::Conflict(_) => coded(CONFLICT, e.to_string()),
             ServiceError::TooLarge(_) => coded(PAYLOAD_TOO_LARGE, e.to_string()),
             ServiceError::Unavailable(_) => coded(UNAVAILABLE, e.to_string()),
+            ServiceError::QuotaExceeded(_) => coded(QUOTA_EXCEEDED, e.to_string()),
             ServiceError::Upstream { code, .. } => coded(code, e.to_string()),
             ServiceError::Internal(detail) => {
                 tracing::error!(error = %detail, "internal error");

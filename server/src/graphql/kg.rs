@@ -8,7 +8,9 @@ use async_graphql::{ComplexObject, Context, Object, SimpleObject, ID};
 
 use super::documents::GqlJob;
 use super::types::api;
-use super::{cairn_of, loaders_of, page, parse_cursor, parse_id, principal_of, MAX_PAGE};
+use super::{cairn_of, loaders_of, page_with, parse_id, principal_of, MAX_PAGE};
+use crate::domain::InvalidInput;
+use crate::service::kg::EntityCursor;
 use crate::service::ServiceError;
 use crate::store::kg::{KgEntity, KgMention, KgRelation};
 
@@ -208,6 +210,26 @@ async fn prime(
     Ok(())
 }
 
+/// An `entities` cursor: the entity id, and with `q` its fused position first (`"3:41"`).
+fn entity_cursor(id: i64, position: Option<usize>) -> String {
+    match position {
+        Some(p) => format!("{p}:{id}"),
+        None => id.to_string(),
+    }
+}
+
+fn parse_entity_cursor(c: &str) -> async_graphql::Result<EntityCursor> {
+    let bad = || api(InvalidInput::new("after", "invalid cursor").into());
+    let (position, id) = match c.split_once(':') {
+        Some((p, id)) => (Some(p.parse::<usize>().map_err(|_| bad())?), id),
+        None => (None, c),
+    };
+    Ok(EntityCursor {
+        id: id.parse::<i64>().map_err(|_| bad())?,
+        position,
+    })
+}
+
 /// A neighbourhood: the entities reached and the relations walked.
 #[derive(SimpleObject)]
 #[graphql(name = "Subgraph")]
@@ -222,7 +244,9 @@ pub struct KgQuery;
 #[Object]
 impl KgQuery {
     /// Entities with a readable mention: by id without `q`; with `q`, the name match fused
-    /// with the anchor (name + description) similarity. `type` filters.
+    /// with the anchor (name + description) similarity. `type` filters. Cursors are opaque
+    /// (with `q` they also hold the position in the fused order, so paging continues even
+    /// when the last entity of a page has since disappeared).
     async fn entities(
         &self,
         ctx: &Context<'_>,
@@ -233,18 +257,19 @@ impl KgQuery {
     ) -> async_graphql::Result<Connection<String, GqlEntity, EmptyFields, EmptyFields>> {
         let p = principal_of(ctx)?;
         let limit = first.unwrap_or(20).clamp(1, MAX_PAGE as i32) as usize;
-        let after = parse_cursor(after)?;
-        let rows = cairn_of(ctx)?
+        let after = after.as_deref().map(parse_entity_cursor).transpose()?;
+        let got = cairn_of(ctx)?
             .entities(p, q.as_deref(), entity_type.as_deref(), after, limit)
             .await
             .map_err(api)?;
-        let ids: Vec<i64> = rows.iter().take(limit).map(|e| e.id).collect();
+        let ids: Vec<i64> = got.rows.iter().take(limit).map(|e| e.id).collect();
         prime(ctx, ctx.look_ahead().field("edges").field("node"), &ids).await?;
-        Ok(page(
-            rows,
+        let start = got.start;
+        Ok(page_with(
+            got.rows,
             limit,
             after.is_some(),
-            |e| e.id,
+            |i, e| entity_cursor(e.id, start.map(|s| s + i)),
             GqlEntity::from,
         ))
     }
@@ -325,6 +350,9 @@ pub struct KgMutation;
 impl KgMutation {
     /// Queues a knowledge extraction over at most 40 unextracted documents (of a corpus, or
     /// the given ones, or the team's) that the caller can read. Needs `workflows.run`.
+    /// QUOTA_EXCEEDED when the team's documents per 24 hours are spent; a run that reaches
+    /// the quota stops and reports the documents it left (`left`, `quotaReached` in its
+    /// result). The job ends in stage `extracted`.
     async fn extract_knowledge(
         &self,
         ctx: &Context<'_>,

@@ -111,10 +111,21 @@ pub(crate) fn parse_cursor(after: Option<String>) -> async_graphql::Result<Optio
 
 /// A Relay page from `limit + 1` rows fetched by keyset (the extra row says "there is more").
 pub(crate) fn page<R, N: async_graphql::OutputType>(
-    mut rows: Vec<R>,
+    rows: Vec<R>,
     limit: usize,
     had_cursor: bool,
     id: impl Fn(&R) -> i64,
+    node: impl Fn(R) -> N,
+) -> Connection<String, N, EmptyFields, EmptyFields> {
+    page_with(rows, limit, had_cursor, |_, r| id(r).to_string(), node)
+}
+
+/// [`page`] with a cursor of its own for row `i` of the page.
+pub(crate) fn page_with<R, N: async_graphql::OutputType>(
+    mut rows: Vec<R>,
+    limit: usize,
+    had_cursor: bool,
+    cursor: impl Fn(usize, &R) -> String,
     node: impl Fn(R) -> N,
 ) -> Connection<String, N, EmptyFields, EmptyFields> {
     let has_next = rows.len() > limit;
@@ -122,7 +133,8 @@ pub(crate) fn page<R, N: async_graphql::OutputType>(
     let mut conn = Connection::new(had_cursor, has_next);
     conn.edges.extend(
         rows.into_iter()
-            .map(|r| Edge::new(id(&r).to_string(), node(r))),
+            .enumerate()
+            .map(|(i, r)| Edge::new(cursor(i, &r), node(r))),
     );
     conn
 }

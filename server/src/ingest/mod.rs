@@ -174,6 +174,10 @@ fn result_message(filename: &str, re_extracted: bool, chunks: usize) -> String {
 
 #[async_trait::async_trait]
 impl Runner for IngestRunner {
+    fn succeeded_stage(&self) -> &'static str {
+        "searchable"
+    }
+
     async fn run(&self, job: &Job, ctx: &JobContext) -> Result<Json, JobError> {
         let p = Self::payload(job)?;
         let owner = self.owner(job, &p).await?;

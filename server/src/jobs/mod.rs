@@ -49,6 +49,10 @@ impl From<StoreError> for JobError {
 pub trait Runner: Send + Sync + 'static {
     async fn run(&self, job: &Job, ctx: &JobContext) -> Result<Json, JobError>;
 
+    /// The stage a succeeded job of this kind ends in (ingest: `searchable`; knowledge
+    /// extraction: `extracted`); stored with the result and sent on the terminal event.
+    fn succeeded_stage(&self) -> &'static str;
+
     /// Called once when a job fails for good (clean up what it left behind).
     async fn on_failed(&self, _job: &Job) {}
 }
@@ -355,6 +359,7 @@ impl Worker {
                     &job,
                     Finish::Succeeded {
                         result: result.clone(),
+                        stage: runner.succeeded_stage(),
                     },
                     Some(result),
                     None,
@@ -443,7 +448,7 @@ impl Worker {
 
     async fn finish(&self, job: &Job, how: Finish, result: Option<Json>, error: Option<String>) {
         let (state, stage) = match &how {
-            Finish::Succeeded { .. } => ("succeeded", "searchable"),
+            Finish::Succeeded { stage, .. } => ("succeeded", *stage),
             Finish::Retry { .. } => ("queued", "queued"),
             Finish::Failed { .. } => ("failed", "failed"),
         };

@@ -13,7 +13,7 @@ use crate::auth::Principal;
 use crate::domain::{search as rules, Capability, InvalidInput};
 use crate::events::{Event, EventKind};
 use crate::jobs::snapshot;
-use crate::knowledge::KgPayload;
+use crate::knowledge::{KgLimits, KgPayload, QUOTA_WINDOW_HOURS};
 use crate::store::kg::{KgEntity, KgMention, KgRelation};
 
 /// The most hops `neighbourhood` and `kgQuery` walk (seed 001, KG‑5).
@@ -26,6 +26,25 @@ const ENTITY_CHANNEL_DEPTH: usize = 300;
 /// Mentions cited per line of `kgQuery`.
 const CITATIONS_PER_LINE: usize = 3;
 
+/// Where a page of `entities` continues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntityCursor {
+    /// The last entity of the previous page.
+    pub id: i64,
+    /// With `q`: that entity's 0-based position in the fused order when the page was served.
+    /// If the entity has since left the list (its last readable mention went), the next page
+    /// starts at this position (everything after it moved up by one) instead of ending.
+    pub position: Option<usize>,
+}
+
+/// One page of `entities`: up to `limit + 1` rows (the extra says "more").
+#[derive(Clone, Debug, Default)]
+pub struct EntityPage {
+    pub rows: Vec<KgEntity>,
+    /// With `q`: the fused position of `rows[0]` (row `i` is at `start + i`).
+    pub start: Option<usize>,
+}
+
 /// A neighbourhood: the entities reached and the relations walked, each relation with its
 /// readable mentions.
 #[derive(Clone, Debug, Default)]
@@ -36,7 +55,8 @@ pub struct Subgraph {
 
 impl Cairn {
     /// Queues a `kg_extract` job over the unextracted documents of a corpus, or of the given
-    /// documents, or of the whole team.
+    /// documents, or of the whole team. Refused (QuotaExceeded) when the team's documents per
+    /// 24 hours are spent.
     pub async fn extract_knowledge(
         &self,
         p: &Principal,
@@ -58,6 +78,18 @@ impl Cairn {
                 return Err(InvalidInput::new("documentIds", "at most 1000 ids").into());
             }
         }
+        let quota = self.kg_limits.daily_docs;
+        if quota > 0 {
+            let used = self
+                .store
+                .kg_extractions_since(p.team_id, KgLimits::window_start())
+                .await?;
+            if used >= quota {
+                return Err(ServiceError::QuotaExceeded(format!(
+                    "the team's knowledge-extraction quota is spent: {used} of {quota} documents in the last {QUOTA_WINDOW_HOURS} hours; try again later"
+                )));
+            }
+        }
         let payload = KgPayload {
             requested_by: p.user_id,
             corpus_id,
@@ -75,40 +107,44 @@ impl Cairn {
         Ok(job)
     }
 
-    /// One page of visible entities. Without `q`: by id (keyset after `after`). With `q`:
+    /// One page of visible entities. Without `q`: by id (keyset after `after.id`). With `q`:
     /// the name match (normalized substring; exact, then prefix, then shorter names) fused by
     /// RRF with the anchor cosine (when an embedder is loaded), the page continuing after the
-    /// entity `after` in that order. Returns up to `limit + 1` rows (the extra says "more").
+    /// entity `after.id` in that order, or, when that entity is no longer in the list, at
+    /// `after.position` (see [`EntityCursor`]). Returns up to `limit + 1` rows.
     pub async fn entities(
         &self,
         p: &Principal,
         q: Option<&str>,
         entity_type: Option<&str>,
-        after: Option<i64>,
+        after: Option<EntityCursor>,
         limit: usize,
-    ) -> ServiceResult<Vec<KgEntity>> {
+    ) -> ServiceResult<EntityPage> {
         p.require(Capability::CorpusRead)?;
         let entity_type = entity_type.map(cairn_kg::normalize::type_norm);
         let q = q.map(str::trim).filter(|q| !q.is_empty());
         let Some(q) = q else {
-            return Ok(self
+            let rows = self
                 .store
-                .find_entities(p, None, entity_type.as_deref(), after, limit as u64 + 1)
-                .await?);
+                .find_entities(
+                    p,
+                    None,
+                    entity_type.as_deref(),
+                    after.map(|a| a.id),
+                    limit as u64 + 1,
+                )
+                .await?;
+            return Ok(EntityPage { rows, start: None });
         };
-        let mut ranked = self
+        let ranked = self
             .ranked_entities(p, q, entity_type.as_deref(), ENTITY_CHANNEL_DEPTH)
             .await?;
-        if let Some(a) = after {
-            match ranked.iter().position(|e| e.id == a) {
-                Some(i) => {
-                    ranked.drain(..=i);
-                }
-                None => ranked.clear(),
-            }
-        }
-        ranked.truncate(limit + 1);
-        Ok(ranked)
+        let start = after.map_or(0, |a| resume_at(&ranked, a));
+        let rows = ranked.into_iter().skip(start).take(limit + 1).collect();
+        Ok(EntityPage {
+            rows,
+            start: Some(start),
+        })
     }
 
     /// Visible entities for `q`, best first: name match and anchor cosine fused by RRF.
@@ -376,6 +412,16 @@ impl Cairn {
     }
 }
 
+/// Where a `q` page resumes in the fused list: after the cursor's entity if it is still
+/// there; else at the cursor's position (the entity left and the rest moved up); an id-only
+/// cursor whose entity left ends the list.
+fn resume_at(ranked: &[KgEntity], after: EntityCursor) -> usize {
+    match ranked.iter().position(|e| e.id == after.id) {
+        Some(i) => i + 1,
+        None => after.position.map_or(ranked.len(), |p| p.min(ranked.len())),
+    }
+}
+
 /// ` [doc 12 v1: "snippet"] [doc 14 v2: "…"]`, at most [`CITATIONS_PER_LINE`].
 fn citations(ms: &[&KgMention]) -> String {
     ms.iter()
@@ -390,4 +436,38 @@ fn citations(ms: &[&KgMention]) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(ids: &[i64]) -> Vec<KgEntity> {
+        ids.iter()
+            .map(|&id| KgEntity {
+                id,
+                team_id: 1,
+                entity_type: "organization".into(),
+                name: format!("e{id}"),
+                name_norm: format!("e{id}"),
+                description: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_q_page_resumes_after_its_entity_or_at_its_position() {
+        let now = list(&[5, 9, 2, 7]);
+        let at = |id, position| resume_at(&now, EntityCursor { id, position });
+        // Still listed: right after it, wherever it moved.
+        assert_eq!(at(9, Some(1)), 2);
+        assert_eq!(at(9, Some(3)), 2);
+        // Gone (it was at position 1, so 2 moved up to 1): resume at the position.
+        assert_eq!(at(4, Some(1)), 1);
+        // Gone from the end, or past it: nothing more.
+        assert_eq!(at(4, Some(4)), 4);
+        assert_eq!(at(4, Some(40)), 4);
+        // An id-only cursor whose entity is gone: nothing more.
+        assert_eq!(at(4, None), 4);
+    }
 }

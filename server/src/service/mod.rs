@@ -29,6 +29,9 @@ pub enum ServiceError {
     /// A part the request needs is not configured or not loaded (e.g. the embedding model).
     #[error("{0}")]
     Unavailable(String),
+    /// A per-team quota is spent (e.g. knowledge extraction's documents per 24 hours).
+    #[error("{0}")]
+    QuotaExceeded(String),
     /// An outside service (the LLM) failed; `code` is its stable client code.
     #[error("{message}")]
     Upstream { code: &'static str, message: String },
@@ -82,6 +85,8 @@ pub struct Cairn {
     pub queue: Queue,
     pub settings: IngestSettings,
     pub models: Models,
+    /// Per-team knowledge-extraction limits (`extractKnowledge` refuses a spent quota).
+    pub kg_limits: crate::knowledge::KgLimits,
 }
 
 pub const DEFAULT_TEAM: &str = "default";
@@ -103,7 +108,14 @@ impl Cairn {
             queue,
             settings,
             models: Models::default(),
+            kg_limits: crate::knowledge::KgLimits::default(),
         }
+    }
+
+    /// The same core with these knowledge-extraction limits.
+    pub fn with_kg_limits(mut self, limits: crate::knowledge::KgLimits) -> Cairn {
+        self.kg_limits = limits;
+        self
     }
 
     /// The same core with these models.

@@ -30,6 +30,8 @@ pub struct NewJob {
 pub enum Finish {
     Succeeded {
         result: Json,
+        /// The kind's terminal stage (`searchable`, `extracted`).
+        stage: &'static str,
     },
     /// Retry after `after` (state back to queued), keeping the error for the record.
     Retry {
@@ -42,7 +44,7 @@ pub enum Finish {
 }
 
 impl Store {
-    fn ts(&self, q: &mut Sql, col: &str) {
+    pub(super) fn ts(&self, q: &mut Sql, col: &str) {
         match self.backend() {
             DatabaseBackend::Sqlite => {
                 q.push("julianday(").push(col).push(")");
@@ -53,7 +55,7 @@ impl Store {
         }
     }
 
-    fn ts_bind(&self, q: &mut Sql, t: DateTime<Utc>) {
+    pub(super) fn ts_bind(&self, q: &mut Sql, t: DateTime<Utc>) {
         match self.backend() {
             DatabaseBackend::Sqlite => {
                 q.push("julianday(").bind(t).push(")");
@@ -158,8 +160,10 @@ impl Store {
         q.push("UPDATE jobs SET lease_owner = NULL, lease_until = NULL, updated_at = ")
             .bind(now);
         match how {
-            Finish::Succeeded { result } => {
-                q.push(", state = 'succeeded', stage = 'searchable', error = NULL, result = ")
+            Finish::Succeeded { result, stage } => {
+                q.push(", state = 'succeeded', stage = ")
+                    .bind(stage.to_owned())
+                    .push(", error = NULL, result = ")
                     .bind(result);
             }
             Finish::Retry { error, after } => {

@@ -566,6 +566,28 @@ impl Store {
             .collect()
     }
 
+    /// The team's extraction markers written since `since` (the knowledge-extraction quota's
+    /// durable count: one per document version extracted, refusals included; a deleted
+    /// document's markers go with it).
+    pub async fn kg_extractions_since(
+        &self,
+        team_id: i64,
+        since: chrono::DateTime<Utc>,
+    ) -> StoreResult<u64> {
+        let mut q = Sql::new(self.backend());
+        q.push("SELECT COUNT(*) FROM kg_extractions x JOIN documents d ON d.id = x.document_id WHERE d.team_id = ")
+            .bind(team_id)
+            .push(" AND ");
+        self.ts(&mut q, "x.extracted_at");
+        q.push(" >= ");
+        self.ts_bind(&mut q, since);
+        let n: i64 = match self.connection().query_one_raw(q.build()).await? {
+            Some(r) => r.try_get_by_index(0)?,
+            None => 0,
+        };
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
     /// The versions of a document that carry an extraction marker.
     pub async fn extraction_markers(&self, document_id: i64) -> StoreResult<Vec<i32>> {
         let mut q = Sql::new(self.backend());
