@@ -35,5 +35,9 @@ say "wasm toolchain ready under $PREFIX (route: $route) after $(( $(date +%s) - 
 CARGO_TARGET_DIR=$TARGET_DIR "$PREFIX/bin/wasm-env" trunk build --release
 
 [ -f frontend/dist/index.html ] || { say "trunk finished but frontend/dist/index.html is missing"; exit 1; }
+# Precompressed twins, served to browsers that accept gzip (the server's ServeDir looks for them).
+for f in frontend/dist/*.wasm frontend/dist/*.js frontend/dist/*.css; do
+  [ -f "$f" ] && gzip -9 -k -f "$f"
+done
 say "console built in $(( $(date +%s) - started ))s: $ROOT/frontend/dist"
 ls -l frontend/dist >&2

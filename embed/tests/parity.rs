@@ -21,10 +21,10 @@ struct Fixture {
 }
 
 fn fixture() -> Fixture {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/minilm_reference_embeddings.json"
-    );
+    // Run-time CARGO_MANIFEST_DIR first (see extract/tests/formats.rs).
+    let dir =
+        std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into());
+    let path = format!("{dir}/tests/fixtures/minilm_reference_embeddings.json");
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 

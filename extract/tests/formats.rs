@@ -12,7 +12,11 @@ use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, ZipWriter};
 
 fn fixture(name: &str) -> Vec<u8> {
-    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    // Run-time CARGO_MANIFEST_DIR first: a build reused from another checkout through a shared
+    // target dir carries that checkout's compile-time path.
+    let dir =
+        std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into());
+    let path = format!("{dir}/tests/fixtures/{name}");
     std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read fixture {path}: {e}"))
 }
 

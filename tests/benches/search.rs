@@ -469,7 +469,7 @@ fn python() -> String {
 
 /// Runs the peer script with `threads` BLAS threads; its JSON line, or why not.
 fn run_peer(py: &str, matrix: &Path, queries: &Path, threads: usize) -> Result<Value, String> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/search_peer.py");
+    let script = cairn_tests::repo_root().join("tests/benches/search_peer.py");
     let t = threads.to_string();
     let out = std::process::Command::new(py)
         .arg(&script)

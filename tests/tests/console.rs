@@ -992,3 +992,51 @@ async fn console_upload_search_extract_and_a_colleague() -> Result<()> {
     .await;
     b.finish(outcome).await
 }
+
+/// The console's assets: gzip twins go to clients that accept gzip, the plain files to the
+/// rest, with the right media type either way; unknown paths answer index.html.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_assets_are_served_compressed() -> Result<()> {
+    preflight()?;
+    let server = TestServer::start(Backend::Sqlite).await;
+    let http = reqwest::Client::new();
+    let index = http.get(&server.url).send().await?.text().await?;
+    let wasm = index
+        .split('"')
+        .find(|s| s.ends_with("_bg.wasm"))
+        .context("no wasm in index.html")?
+        .trim_start_matches('/')
+        .to_owned();
+    let on_disk = std::fs::read(repo_root().join("frontend/dist").join(&wasm))?;
+
+    let plain = http.get(format!("{}/{wasm}", server.url)).send().await?;
+    ensure!(plain.headers().get("content-encoding").is_none());
+    ensure!(plain.headers()["content-type"] == "application/wasm");
+    ensure!(plain.bytes().await?.as_ref() == on_disk.as_slice());
+
+    let gz = http
+        .get(format!("{}/{wasm}", server.url))
+        .header("accept-encoding", "gzip")
+        .send()
+        .await?;
+    ensure!(gz.headers()["content-encoding"] == "gzip");
+    ensure!(gz.headers()["content-type"] == "application/wasm");
+    let body = gz.bytes().await?;
+    ensure!(body.starts_with(&[0x1f, 0x8b]), "not a gzip stream");
+    ensure!(
+        body.len() * 2 < on_disk.len(),
+        "{} compressed bytes for {} plain",
+        body.len(),
+        on_disk.len()
+    );
+
+    // A client route straight from the server is the console's index.
+    let deep = http
+        .get(format!("{}/entities/12?x=1", server.url))
+        .send()
+        .await?;
+    ensure!(deep.status() == 200);
+    ensure!(deep.text().await? == index);
+    server.stop().await;
+    Ok(())
+}

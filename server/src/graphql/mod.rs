@@ -285,7 +285,11 @@ mod tests {
     /// `cargo run -p cairn-server -- schema > schema.graphql`.
     #[test]
     fn committed_schema_is_current() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../schema.graphql");
+        // The running test's own manifest dir (cargo sets it at run time); the compile-time one
+        // is stale when a shared target dir reuses a build made from another checkout.
+        let dir = std::env::var("CARGO_MANIFEST_DIR")
+            .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned());
+        let path = format!("{dir}/../schema.graphql");
         let committed = std::fs::read_to_string(path).unwrap_or_default();
         assert!(
             committed == super::sdl(),
