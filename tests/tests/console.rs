@@ -660,17 +660,46 @@ async fn owner_journey(
     ensure!(wait_for_upload(client, "dropped.txt").await? == "searchable");
     wait_for(client, ".document-row[data-title=\"dropped\"]").await?;
 
-    // A long document: its text comes in pages with the section headings, and a highlight on
-    // page 2 opens page 2.
-    let long = server
-        .ingest_text(
-            &server.owner_token,
-            archive,
-            "Lighthouse log",
-            &long_text(),
-            "TEAM",
+    // A long document through the picker: its bar counts the embedding batches (k/n). A
+    // MutationObserver records every stage text the bar shows.
+    client
+        .execute(
+            "window.__stages = []; \
+             new MutationObserver(() => { \
+               const s = document.querySelector('.job[data-file=\"lighthouse.md\"] .stage'); \
+               if (s && window.__stages[window.__stages.length - 1] !== s.textContent) \
+                 window.__stages.push(s.textContent); \
+             }).observe(document.getElementById('uploads'), \
+               {subtree: true, childList: true, characterData: true});",
+            vec![],
         )
-        .await;
+        .await?;
+    let md = files.join("lighthouse.md");
+    wait_for(client, "#file-input")
+        .await?
+        .send_keys(&md.display().to_string())
+        .await?;
+    ensure!(wait_for_upload(client, "lighthouse.md").await? == "searchable");
+    let stages = client.execute("return window.__stages;", vec![]).await?;
+    let counted = stages.as_array().is_some_and(|s| {
+        s.iter().filter_map(Value::as_str).any(|t| {
+            t.strip_prefix("embedding ")
+                .and_then(|kn| kn.split_once('/'))
+                .is_some_and(|(k, n)| k.parse::<u32>().is_ok() && n.parse::<u32>().is_ok())
+        })
+    });
+    ensure!(
+        counted,
+        "no `embedding k/n` among the stages shown: {stages}"
+    );
+    eprintln!("lighthouse.md stages shown: {stages}");
+    // Its text comes in pages with the section headings, and a highlight on page 2 opens
+    // page 2.
+    let long = wait_for(client, ".document-row[data-title=\"lighthouse\"]")
+        .await?
+        .attr("data-id")
+        .await?
+        .context("no id on the row")?;
     client
         .goto(&format!(
             "{}/documents/{long}?highlight={}",
@@ -974,6 +1003,7 @@ async fn console_upload_search_extract_and_a_colleague() -> Result<()> {
     let files = tempfile::tempdir()?;
     std::fs::write(files.path().join("team-news.docx"), news_docx()?)?;
     std::fs::write(files.path().join("board-memo.pdf"), memo_pdf())?;
+    std::fs::write(files.path().join("lighthouse.md"), long_text())?;
     std::fs::write(
         files.path().join("broken.pdf"),
         b"%PDF-1.7\n1 0 obj << /Broken",
