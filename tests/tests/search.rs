@@ -16,6 +16,7 @@ both_backends!(
     search_all_and_knowledge_summary,
     index_follows_every_change,
     bad_search_input_is_refused,
+    lexical_channel_matches_most_of_a_long_query,
 );
 
 const SEARCH: &str = "query($q: String!, $m: SearchMode! = HYBRID, $k: Int! = 10, $c: [ID!]) { search(query: $q, mode: $m, topK: $k, corpusIds: $c) { mode relevance topScore meanScore notices results { chunkId documentId corpusId documentTitle version chunkIndex section page content score vectorRank lexicalRank fusedScore document { id title } } } }";
@@ -493,5 +494,46 @@ async fn bad_search_input_is_refused(backend: Backend) {
         )
         .await;
     assert!(ok.get("errors").is_none(), "{ok}");
+    s.stop().await;
+}
+
+/// The lexical channel itself (not only the service's check afterwards) keeps to
+/// minimum-should-match: a 4-word query matches chunks holding 3 or 4 of the words, never one
+/// that shares a single word; a 1-word query still matches every chunk with the word.
+async fn lexical_channel_matches_most_of_a_long_query(backend: Backend) {
+    require_model();
+    let s = TestServer::start(backend).await;
+    let corpus = s.create_corpus(&s.owner_token, "marmots").await;
+    let all_four = "The granite marmot whistles at dawn near the cairn.";
+    let three = "A granite marmot whistles loudly every evening.";
+    let one = "A marmot sleeps through the long winter.";
+    for (title, text) in [("all four", all_four), ("three", three), ("one", one)] {
+        s.ingest_text(&s.owner_token, &corpus, title, text, "TEAM")
+            .await;
+    }
+    let p = s
+        .cairn()
+        .authenticate(&s.owner_token)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let store = &s.cairn().store;
+    let texts = |hits: Vec<cairn::store::search::LexicalHit>| -> Vec<String> {
+        hits.into_iter().map(|h| h.text).collect()
+    };
+    let long = texts(
+        store
+            .lexical_channel(&p, None, "granite marmot whistles dawn", 300)
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    );
+    assert_eq!(long.len(), 2, "{long:?}");
+    assert!(long.iter().any(|t| t.contains(all_four)), "{long:?}");
+    assert!(long.iter().any(|t| t.contains(three)), "{long:?}");
+    assert!(!long.iter().any(|t| t.contains(one)), "{long:?}");
+    let short = store
+        .lexical_channel(&p, None, "marmot", 300)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(short.len(), 3);
     s.stop().await;
 }

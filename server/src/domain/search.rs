@@ -203,13 +203,51 @@ pub fn stem(w: &str) -> &str {
     w
 }
 
+/// How many of `n` query terms a chunk must contain under [`MIN_SHOULD_MATCH`].
+pub fn msm_need(n: usize) -> usize {
+    (n as f64 * MIN_SHOULD_MATCH).ceil() as usize
+}
+
+/// The most AND-groups a lexical query is expanded into (see [`msm_groups`]).
+pub const MAX_MSM_GROUPS: usize = 64;
+
+/// The minimum-should-match rule as a boolean query the full-text index can answer: every
+/// choice of [`msm_need`]`(n)` of the `n` terms (by index), to be AND'ed within a group and
+/// OR'ed across groups. The channels then rank only chunks that can pass
+/// [`coordination_ok`], instead of ranking every chunk that shares one common word and
+/// dropping most of them afterwards. `None` when the rule does not apply (fewer than
+/// [`MSM_MIN_TERMS`] terms) or would take more than [`MAX_MSM_GROUPS`] groups (12 terms and
+/// up): the query then stays a plain OR.
+pub fn msm_groups(n: usize) -> Option<Vec<Vec<usize>>> {
+    if n < MSM_MIN_TERMS {
+        return None;
+    }
+    let need = msm_need(n);
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut pick: Vec<usize> = (0..need).collect();
+    loop {
+        groups.push(pick.clone());
+        if groups.len() > MAX_MSM_GROUPS {
+            return None;
+        }
+        // The next combination in lexicographic order.
+        let Some(i) = (0..need).rev().find(|&i| pick[i] < n - need + i) else {
+            return Some(groups);
+        };
+        pick[i] += 1;
+        for j in i + 1..need {
+            pick[j] = pick[j - 1] + 1;
+        }
+    }
+}
+
 /// Whether `text` contains enough of the query's content words for its lexical rank to count
 /// (all short queries pass: the OR query already required one word).
 pub fn coordination_ok(query_terms: &[String], text: &str) -> bool {
     if query_terms.len() < MSM_MIN_TERMS {
         return true;
     }
-    let need = (query_terms.len() as f64 * MIN_SHOULD_MATCH).ceil() as usize;
+    let need = msm_need(query_terms.len());
     let words: std::collections::HashSet<String> = text
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
@@ -225,6 +263,36 @@ pub fn coordination_ok(query_terms: &[String], text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn msm_groups_are_every_choice_of_the_needed_terms() {
+        assert_eq!(msm_groups(2), None);
+        assert_eq!(msm_groups(3), Some(vec![vec![0, 1, 2]]));
+        // 4 terms need 3: C(4,3) = 4 groups.
+        assert_eq!(
+            msm_groups(4),
+            Some(vec![
+                vec![0, 1, 2],
+                vec![0, 1, 3],
+                vec![0, 2, 3],
+                vec![1, 2, 3]
+            ])
+        );
+        for n in 3..=11 {
+            let g = msm_groups(n).unwrap();
+            let need = msm_need(n);
+            assert!(g
+                .iter()
+                .all(|c| c.len() == need && c.windows(2).all(|w| w[0] < w[1])));
+            let distinct: std::collections::HashSet<_> = g.iter().collect();
+            assert_eq!(distinct.len(), g.len());
+            // C(n, need).
+            let c = (0..need).fold(1usize, |acc, i| acc * (n - i) / (i + 1));
+            assert_eq!(g.len(), c, "n = {n}");
+        }
+        // C(12, 9) = 220: too many, the query stays an OR.
+        assert_eq!(msm_groups(12), None);
+    }
 
     fn ids(f: &[Fused]) -> Vec<i64> {
         f.iter().map(|x| x.chunk_id).collect()

@@ -5,6 +5,10 @@
 //! |---|---|---|
 //! | vector | pgvector HNSW (`<=>`, `vector_cosine_ops`), iterative scan, exact re-sort | [`VectorIndex`](super::vindex::VectorIndex) in memory |
 //! | lexical | `search_tsv @@` the seed's OR'd quoted lexemes, `ts_rank` with `{0.05,0.1,0.2,1.0}` | FTS5 `MATCH`, `bm25` with the heading weighted 10× the body |
+//!
+//! A lexical query of 3 to 11 terms matches only chunks that hold 75% of them (the
+//! minimum-should-match rule, [`msm_groups`]) on both backends, so neither ranks the many chunks
+//! that share one common word with it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -16,8 +20,27 @@ use super::sql::Sql;
 use super::vindex::{DocMeta, VectorIndex};
 use super::{Store, StoreError, StoreResult};
 use crate::auth::{DocumentAccess, Principal};
-use crate::domain::search::{lexical_terms, MAX_LEXICAL_TERMS};
+use crate::domain::search::{lexical_terms, msm_groups, MAX_LEXICAL_TERMS};
 use crate::domain::Visibility;
+
+/// `(a and b and c) or (a and b and d) …` over `groups` of term indexes, in a backend's
+/// syntax, each term written by `term`.
+fn boolean_query(
+    terms: &[String],
+    groups: &[Vec<usize>],
+    and: &str,
+    or: &str,
+    term: impl Fn(&str) -> String,
+) -> String {
+    groups
+        .iter()
+        .map(|g| {
+            let parts: Vec<String> = g.iter().map(|&i| term(&terms[i])).collect();
+            format!("({})", parts.join(&format!(" {and} ")))
+        })
+        .collect::<Vec<_>>()
+        .join(&format!(" {or} "))
+}
 
 /// The seed's heading weight tiers, in ts_rank's {D, C, B, A} order.
 const PG_LEXICAL_WEIGHTS: &str = "{0.05,0.1,0.2,1.0}";
@@ -166,12 +189,25 @@ impl Store {
         let mut q = Sql::new(self.backend());
         match self.backend() {
             DatabaseBackend::Postgres => {
-                // The seed's lexical_tsquery(): each lexeme of the query, normalized once by
-                // to_tsvector, individually quoted and OR'd, cast to tsquery (no second
+                // Three to eleven terms: minimum-should-match in the index (see `msm_groups`).
+                // Otherwise the seed's lexical_tsquery(): each lexeme of the query, normalized
+                // once by to_tsvector, individually quoted and OR'd, cast to tsquery (no second
                 // to_tsquery pass that would stem the stems again).
-                q.push("WITH lq AS (SELECT CAST(string_agg(quote_literal(t.lexeme), ' | ') AS tsquery) AS q FROM unnest(to_tsvector('english', ")
-                    .bind(terms.join(" "))
-                    .push(")) AS t) SELECT c.id, CAST(ts_rank(CAST(")
+                match msm_groups(terms.len()) {
+                    // Minimum-should-match as OR'ed AND-groups, parsed (and stemmed) once by
+                    // to_tsquery; the terms are letters and digits only.
+                    Some(groups) => {
+                        q.push("WITH lq AS (SELECT to_tsquery('english', ")
+                            .bind(boolean_query(&terms, &groups, "&", "|", |t| t.to_owned()))
+                            .push(") AS q) SELECT c.id");
+                    }
+                    None => {
+                        q.push("WITH lq AS (SELECT CAST(string_agg(quote_literal(t.lexeme), ' | ') AS tsquery) AS q FROM unnest(to_tsvector('english', ")
+                            .bind(terms.join(" "))
+                            .push(")) AS t) SELECT c.id");
+                    }
+                }
+                q.push(", CAST(ts_rank(CAST(")
                     .bind(PG_LEXICAL_WEIGHTS)
                     .push(" AS real[]), c.search_tsv, lq.q) AS REAL) AS r, COALESCE(c.section, '') || ' ' || c.content FROM lq, chunks c JOIN documents d ON d.id = c.document_id AND c.version = d.current_version WHERE lq.q IS NOT NULL AND c.search_tsv @@ lq.q");
                 push_corpora(&mut q, corpora);
@@ -180,13 +216,21 @@ impl Store {
                 q.push(" ORDER BY r DESC, c.id LIMIT ").bind(depth as i64);
             }
             _ => {
-                let fts: Vec<String> = terms.iter().map(|t| format!("\"{t}\"")).collect();
+                let quoted = |t: &str| format!("\"{t}\"");
+                let fts = match msm_groups(terms.len()) {
+                    Some(groups) => boolean_query(&terms, &groups, "AND", "OR", quoted),
+                    None => terms
+                        .iter()
+                        .map(|t| quoted(t))
+                        .collect::<Vec<_>>()
+                        .join(" OR "),
+                };
                 q.push("SELECT c.id, -bm25(chunks_fts, ")
                     .push(&FTS_SECTION_WEIGHT.to_string())
                     .push(", ")
                     .push(&FTS_CONTENT_WEIGHT.to_string())
                     .push(") AS r, COALESCE(c.section, '') || ' ' || c.content FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid JOIN documents d ON d.id = c.document_id AND c.version = d.current_version WHERE chunks_fts MATCH ")
-                    .bind(fts.join(" OR "));
+                    .bind(fts);
                 push_corpora(&mut q, corpora);
                 q.push(" AND ");
                 Readable::new(p).push_documents(&mut q, "d");
