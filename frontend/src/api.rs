@@ -205,6 +205,43 @@ pub struct Edge<T> {
     pub node: T,
 }
 
+/// A connection read with its `pageInfo { hasNextPage endCursor }`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Page<T> {
+    pub page_info: PageInfo,
+    pub edges: Vec<Edge<T>>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PageInfo {
+    pub has_next_page: bool,
+    pub end_cursor: Option<String>,
+}
+
+impl<T> Page<T> {
+    /// The cursor of the next page, when there is one.
+    pub fn next_cursor(&self) -> Option<String> {
+        self.page_info
+            .end_cursor
+            .clone()
+            .filter(|_| self.page_info.has_next_page)
+    }
+
+    pub fn into_nodes(self) -> Vec<T> {
+        self.edges.into_iter().map(|e| e.node).collect()
+    }
+}
+
+/// A corpus by name, for pickers (`corpora { edges { node { id name system } } }`).
+#[derive(Clone, Debug, Deserialize)]
+pub struct CorpusRef {
+    pub id: String,
+    pub name: String,
+    pub system: bool,
+}
+
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Corpus {

@@ -184,6 +184,8 @@ fn extraction_child_is_memory_bounded() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("A small note."));
+    // The first line is the media type the child sniffed (the parent never parses the file).
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("text/markdown\n"));
 
     let big = dir.path().join("big.txt");
     let line = "all work and no play makes a dull marmot\n".repeat(1024);

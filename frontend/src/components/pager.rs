@@ -23,7 +23,18 @@ impl Cursors {
         self.current.get()
     }
 
-    /// Back to the first page (a new search or filter).
+    /// Back to the first page whenever `key` (a search, a filter, a parent id) changes.
+    pub fn reset_when<K: PartialEq + 'static>(self, key: impl Fn() -> K + 'static) {
+        Effect::new(move |previous: Option<K>| {
+            let now = key();
+            if previous.is_some_and(|p| p != now) {
+                self.reset();
+            }
+            now
+        });
+    }
+
+    /// Back to the first page.
     pub fn reset(&self) {
         self.before.set(Vec::new());
         self.current.set(None);

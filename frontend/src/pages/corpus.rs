@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use wasm_bindgen::JsCast;
 use web_sys::{File, FileList, HtmlInputElement, HtmlSelectElement};
 
-use crate::api::{ApiError, Connection};
+use crate::api::{ApiError, Connection, CorpusRef, Page};
 use crate::components::{
     count, error_view, loading_view, Cursors, JobBar, JobRef, JobWatch, PagerNav, Shell,
 };
@@ -42,28 +42,7 @@ struct CorpusDetail {
     system: bool,
     document_count: u64,
     chunk_count: u64,
-    documents: DocumentPage,
-}
-
-#[derive(Clone, Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct DocumentPage {
-    page_info: PageInfo,
-    edges: Vec<crate::api::Edge<DocumentRow>>,
-}
-
-#[derive(Clone, Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct PageInfo {
-    has_next_page: bool,
-    end_cursor: Option<String>,
-}
-
-#[derive(Clone, Debug, Deserialize)]
-struct CorpusRef {
-    id: String,
-    name: String,
-    system: bool,
+    documents: Page<DocumentRow>,
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -106,14 +85,8 @@ fn CorpusView(session: Session) -> impl IntoView {
     let params = use_params_map();
     let corpus_id = Memo::new(move |_| params.read().get("id").unwrap_or_default());
     let cursors = Cursors::new();
-    Effect::new(move |previous: Option<String>| {
-        // Another corpus starts at its first page.
-        let now = corpus_id.get();
-        if previous.is_some_and(|p| p != now) {
-            cursors.reset();
-        }
-        now
-    });
+    // Another corpus starts at its first page.
+    cursors.reset_when(move || corpus_id.get());
     let data = LocalResource::new(move || {
         let vars = json!({ "id": corpus_id.get(), "first": PAGE, "after": cursors.after() });
         async move { session.gql::<CorpusData>(CORPUS, vars).await }
@@ -135,11 +108,9 @@ fn CorpusView(session: Session) -> impl IntoView {
                 .map(|e| e.node)
                 .filter(|c| c.id != corpus.id && !c.system)
                 .collect();
-            let info = corpus.documents.page_info;
-            let next = info.end_cursor.filter(|_| info.has_next_page);
+            let next = corpus.documents.next_cursor();
             let paged = next.is_some() || !cursors.is_first();
-            let documents: Vec<DocumentRow> =
-                corpus.documents.edges.into_iter().map(|e| e.node).collect();
+            let documents = corpus.documents.into_nodes();
             let refresh = move || data.refetch();
             view! {
                 <div class="page-head">

@@ -10,7 +10,7 @@ use leptos_router::NavigateOptions;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::api::Connection;
+use crate::api::{Connection, CorpusRef, Page};
 use crate::components::JobRef;
 use crate::components::{
     error_view, loading_view, url_encode, Cursors, JobBar, JobWatch, PagerNav, Shell,
@@ -36,21 +36,7 @@ const TYPES: [&str; 6] = [
 
 #[derive(Clone, Debug, Deserialize)]
 struct EntitiesData {
-    entities: EntityPage,
-}
-
-#[derive(Clone, Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct EntityPage {
-    page_info: PageInfo,
-    edges: Vec<crate::api::Edge<EntityRow>>,
-}
-
-#[derive(Clone, Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct PageInfo {
-    has_next_page: bool,
-    end_cursor: Option<String>,
+    entities: Page<EntityRow>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -65,13 +51,6 @@ struct EntityRow {
 #[derive(Clone, Debug, Deserialize)]
 struct CorporaData {
     corpora: Connection<CorpusRef>,
-}
-
-#[derive(Clone, Debug, Deserialize)]
-struct CorpusRef {
-    id: String,
-    name: String,
-    system: bool,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -95,14 +74,8 @@ fn KnowledgeView(session: Session) -> impl IntoView {
     let q = Memo::new(move |_| query.read().get("q").filter(|s| !s.trim().is_empty()));
     let kind = Memo::new(move |_| query.read().get("type").filter(|s| !s.is_empty()));
     let cursors = Cursors::new();
-    Effect::new(move |previous: Option<(Option<String>, Option<String>)>| {
-        // A new search starts at the first page.
-        let now = (q.get(), kind.get());
-        if previous.is_some_and(|p| p != now) {
-            cursors.reset();
-        }
-        now
-    });
+    // A new search starts at the first page.
+    cursors.reset_when(move || (q.get(), kind.get()));
     let entities = LocalResource::new(move || {
         let vars =
             json!({ "q": q.get(), "t": kind.get(), "first": PAGE, "after": cursors.after() });
@@ -136,8 +109,8 @@ fn KnowledgeView(session: Session) -> impl IntoView {
         None => loading_view(),
         Some(Err(e)) => error_view(&e),
         Some(Ok(data)) => {
-            let page = data.entities;
-            let rows: Vec<EntityRow> = page.edges.into_iter().map(|e| e.node).collect();
+            let next = data.entities.next_cursor();
+            let rows = data.entities.into_nodes();
             if rows.is_empty() && cursors.is_first() {
                 return view! {
                     <p id="entities-empty" class="muted">
@@ -146,10 +119,6 @@ fn KnowledgeView(session: Session) -> impl IntoView {
                 }
                 .into_any();
             }
-            let next = page
-                .page_info
-                .end_cursor
-                .filter(|_| page.page_info.has_next_page);
             let items = rows
                 .into_iter()
                 .map(|e| {

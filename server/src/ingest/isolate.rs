@@ -1,8 +1,9 @@
 //! Text extraction in a child process: the hard time and memory bound per document.
 //!
 //! The ingest job runs `cairn __extract FILE --filename NAME --memory-mb N`. The child caps its
-//! own address space (`RLIMIT_AS`) before touching the file, extracts, and writes the text to
-//! stdout; the parent kills it at the deadline (`kill_on_drop`). A parser that loops forever
+//! own address space (`RLIMIT_AS`) before touching the file, extracts, and writes to stdout the
+//! media type it detected, a newline, then the text (so the parent never parses the file); the
+//! parent kills it at the deadline (`kill_on_drop`). A parser that loops forever
 //! or allocates without bound costs one child, never the server. When the running program is
 //! not the `cairn` binary (the in-process test servers), extraction runs on a blocking thread
 //! under the same deadline instead.
@@ -36,7 +37,9 @@ pub fn child_main(path: &Path, filename: &str, memory_mb: u64) -> i32 {
         Ok(x) => {
             let mut out = std::io::stdout().lock();
             if out
-                .write_all(x.text.as_bytes())
+                .write_all(format.mime_type().as_bytes())
+                .and_then(|_| out.write_all(b"\n"))
+                .and_then(|_| out.write_all(x.text.as_bytes()))
                 .and_then(|_| out.flush())
                 .is_err()
             {
@@ -64,14 +67,15 @@ pub enum IsolateError {
     Io(String),
 }
 
-/// Runs the child and waits for it, at most `deadline`.
+/// Runs the child and waits for it, at most `deadline`: the media type it detected and the
+/// text.
 pub async fn extract_in_child(
     bin: &Path,
     file: &Path,
     filename: &str,
     memory_mb: u64,
     deadline: Duration,
-) -> Result<String, IsolateError> {
+) -> Result<(String, String), IsolateError> {
     let child = tokio::process::Command::new(bin)
         .arg("__extract")
         .arg(file)
@@ -93,7 +97,13 @@ pub async fn extract_in_child(
     };
     let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
     match out.status.code() {
-        Some(0) => String::from_utf8(out.stdout).map_err(|e| IsolateError::Io(e.to_string())),
+        Some(0) => {
+            let out = String::from_utf8(out.stdout).map_err(|e| IsolateError::Io(e.to_string()))?;
+            let (mime, text) = out
+                .split_once('\n')
+                .ok_or_else(|| IsolateError::Io("the child wrote no media type".to_owned()))?;
+            Ok((mime.to_owned(), text.to_owned()))
+        }
         Some(EXIT_REFUSED) => Err(IsolateError::Refused(stderr)),
         Some(code) => Err(IsolateError::Crashed(format!("exit {code}: {stderr}"))),
         None => Err(IsolateError::Crashed(format!(

@@ -99,23 +99,9 @@ impl IngestRunner {
         })
     }
 
-    /// The stored file's media type, sniffed from its bytes as extraction does (a PDF named
-    /// `.txt` is a PDF; a DOCX is told from other zips by its parts). Read off the runtime; a
-    /// file that cannot be read again falls back to the name.
-    async fn mime_of(&self, p: &IngestPayload) -> String {
-        let path = self.blobs.path_of(&p.storage_uri);
-        let filename = p.filename.clone();
-        let by_name = filename.clone();
-        tokio::task::spawn_blocking(move || {
-            let bytes = std::fs::read(&path).unwrap_or_default();
-            detect(&filename, &bytes).mime_type().to_owned()
-        })
-        .await
-        .unwrap_or_else(|_| detect(&by_name, &[]).mime_type().to_owned())
-    }
-
-    /// Extraction off the async runtime, bounded in time.
-    async fn extract_text(&self, p: &IngestPayload) -> Result<String, JobError> {
+    /// Extraction off the async runtime, bounded in time: the media type sniffed from the bytes
+    /// (a PDF named `.txt` is a PDF; a DOCX is told from other zips by its parts) and the text.
+    async fn extract_text(&self, p: &IngestPayload) -> Result<(String, String), JobError> {
         let path = self.blobs.path_of(&p.storage_uri);
         if let Some(bin) = &self.extract_bin {
             return isolate::extract_in_child(
@@ -143,7 +129,7 @@ impl IngestRunner {
                 .map_err(|e| JobError::Transient(format!("cannot read the stored file: {e}")))?;
             let format = detect(&filename, &bytes);
             extract(&bytes, format, &limits)
-                .map(|x| x.text)
+                .map(|x| (format.mime_type().to_owned(), x.text))
                 .map_err(|e| JobError::Permanent(format!("text extraction failed: {e}")))
         });
         match tokio::time::timeout(self.extract_timeout, work).await {
@@ -223,7 +209,7 @@ impl Runner for IngestRunner {
         let re_extracted = matches!(target, Target::ReExtract { .. });
 
         ctx.progress("extracting", None, None).await?;
-        let text = self.extract_text(&p).await?;
+        let (mime, text) = self.extract_text(&p).await?;
 
         ctx.progress("chunking", None, None).await?;
         let chunks = chunk(&text, &self.chunking);
@@ -286,7 +272,6 @@ impl Runner for IngestRunner {
             })
             .collect();
         let n = rows.len();
-        let mime = self.mime_of(&p).await;
         let (doc, version) = self
             .store
             .store_ingest(StoreIngest {
