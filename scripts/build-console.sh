@@ -39,5 +39,7 @@ CARGO_TARGET_DIR=$TARGET_DIR "$PREFIX/bin/wasm-env" trunk build --release
 for f in frontend/dist/*.wasm frontend/dist/*.js frontend/dist/*.css; do
   [ -f "$f" ] && gzip -9 -k -f "$f"
 done
+# GraphiQL's files, served by Cairn itself (no CDN): see scripts/fetch-graphiql.sh.
+bash scripts/fetch-graphiql.sh frontend/dist
 say "console built in $(( $(date +%s) - started ))s: $ROOT/frontend/dist"
 ls -l frontend/dist >&2

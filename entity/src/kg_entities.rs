@@ -1,4 +1,4 @@
-//! `kg_entities`. The anchor embedding column is backend-specific and handled by `cairn::store`.
+//! `kg_entities`. Descriptions and anchors are per document version: `kg_descriptions`.
 
 use sea_orm::entity::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -12,8 +12,6 @@ pub struct Model {
     pub r#type: String,
     pub name: String,
     pub name_norm: String,
-    #[sea_orm(column_type = "Text")]
-    pub description: Option<String>,
     pub first_seen_at: DateTimeUtc,
 }
 

@@ -12,6 +12,7 @@ pub mod corpora;
 pub mod document_versions;
 pub mod documents;
 pub mod jobs;
+pub mod kg_descriptions;
 pub mod kg_entities;
 pub mod kg_extractions;
 pub mod kg_mentions;

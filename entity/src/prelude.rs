@@ -26,6 +26,10 @@ pub use super::documents::{
 pub use super::jobs::{
     ActiveModel as JobActive, Column as JobColumn, Entity as Jobs, Model as Job,
 };
+pub use super::kg_descriptions::{
+    ActiveModel as KgDescriptionActive, Column as KgDescriptionColumn, Entity as KgDescriptions,
+    Model as KgDescription,
+};
 pub use super::kg_entities::{
     ActiveModel as KgEntityActive, Column as KgEntityColumn, Entity as KgEntities,
     Model as KgEntity,

@@ -9,6 +9,7 @@
 pub use sea_orm_migration::prelude::*;
 
 mod m20261129_000001_init;
+mod m20261202_000002_descriptions;
 
 /// The migration list `cairn migrate` and `cairn serve` apply.
 pub struct Migrator;
@@ -16,6 +17,9 @@ pub struct Migrator;
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m20261129_000001_init::Migration)]
+        vec![
+            Box::new(m20261129_000001_init::Migration),
+            Box::new(m20261202_000002_descriptions::Migration),
+        ]
     }
 }

@@ -185,6 +185,7 @@ async fn build_core(cfg: &Config, embedder: Option<Embedder>) -> Result<Cairn, S
         },
     )
     .with_kg_limits(cfg.kg_limits())
+    .with_search_limit(cfg.search_limit())
     .with_models(Models {
         embedder,
         chat: llm_client(cfg, cfg.llm_chat())?,
@@ -264,6 +265,7 @@ pub async fn start_with(cfg: &Config, embedder: Option<Embedder>) -> Result<Runn
         cairn: cairn.clone(),
         schema,
         metrics: Metrics::new()?,
+        graphiql_installed: cfg.console_dir.join("graphiql/graphiql.min.js").is_file(),
     };
     let router = http::router(state, cfg.console_dir.clone(), cfg.max_upload_bytes);
     let listener = TcpListener::bind(cfg.bind)

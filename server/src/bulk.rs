@@ -35,14 +35,27 @@ fn collect(paths: &[PathBuf], out: &mut Vec<PathBuf>) -> Result<(), String> {
     Ok(())
 }
 
+/// Who loads and where.
+pub struct Options<'a> {
+    pub team: Option<&'a str>,
+    pub user: Option<i64>,
+    pub private: bool,
+    /// Into a system corpus (the operator's privilege; no token can write one).
+    pub system: bool,
+}
+
 pub async fn ingest(
     cfg: &Config,
     paths: &[PathBuf],
     corpus_name: &str,
-    team: Option<&str>,
-    user: Option<i64>,
-    private: bool,
+    opts: Options<'_>,
 ) -> Result<(), String> {
+    let Options {
+        team,
+        user,
+        private,
+        system,
+    } = opts;
     let mut files = Vec::new();
     collect(paths, &mut files)?;
     if files.is_empty() {
@@ -77,16 +90,30 @@ pub async fn ingest(
     if principal.role == Role::Viewer {
         return Err("viewers cannot upload".into());
     }
-    let corpus = match store
-        .team_corpus_by_name(team.id, corpus_name)
-        .await
-        .map_err(|e| e.to_string())?
-    {
-        Some(c) => c,
-        None => cairn
-            .create_corpus(&principal, corpus_name, None)
+    let corpus = if system {
+        match store
+            .system_corpus_by_name(corpus_name)
             .await
-            .map_err(|e| e.to_string())?,
+            .map_err(|e| e.to_string())?
+        {
+            Some(c) => c,
+            None => store
+                .create_corpus(None, corpus_name, None)
+                .await
+                .map_err(|e| e.to_string())?,
+        }
+    } else {
+        match store
+            .team_corpus_by_name(team.id, corpus_name)
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            Some(c) => c,
+            None => cairn
+                .create_corpus(&principal, corpus_name, None)
+                .await
+                .map_err(|e| e.to_string())?,
+        }
     };
 
     let bars = MultiProgress::new();
@@ -104,25 +131,24 @@ pub async fn ingest(
         bar.set_style(style.clone());
         bar.set_prefix(name.clone());
         let file = std::fs::File::open(f).map_err(|e| format!("{}: {e}", f.display()))?;
-        match cairn
-            .upload(
-                &principal,
-                UploadRequest {
-                    corpus_id: corpus.id,
-                    filename: name,
-                    visibility: Some(if private {
-                        Visibility::Private
-                    } else {
-                        Visibility::Team
-                    }),
-                    document_id: None,
-                    title: None,
-                    source_url: None,
-                },
-                file,
-            )
-            .await
-        {
+        let request = UploadRequest {
+            corpus_id: corpus.id,
+            filename: name,
+            visibility: Some(if private {
+                Visibility::Private
+            } else {
+                Visibility::Team
+            }),
+            document_id: None,
+            title: None,
+            source_url: None,
+        };
+        let queued = if system {
+            cairn.operator_upload(&principal, request, file).await
+        } else {
+            cairn.upload(&principal, request, file).await
+        };
+        match queued {
             Ok(job) => {
                 bar.set_message("queued");
                 pending.insert(job.id, bar);

@@ -222,6 +222,16 @@ pub struct Config {
     )]
     pub kg_daily_docs: u64,
 
+    /// Searches (`search`, `searchAll`, `answer`) one user may start per second, sustained
+    /// (a token bucket per user); 0 means unlimited. Past it: RATE_LIMITED.
+    #[arg(long, env = "CAIRN_SEARCH_RATE", default_value_t = 10.0, global = true)]
+    pub search_rate: f64,
+
+    /// How many searches one user may start at once before the rate applies (the bucket's
+    /// size).
+    #[arg(long, env = "CAIRN_SEARCH_BURST", default_value_t = 40, global = true)]
+    pub search_burst: u32,
+
     /// Log format on stderr.
     #[arg(long, env = "CAIRN_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
     pub log_format: LogFormat,
@@ -307,6 +317,8 @@ impl Config {
             kg_auto_extract: false,
             kg_team_concurrency: 2,
             kg_daily_docs: 2000,
+            search_rate: 10.0,
+            search_burst: 40,
             log_format: LogFormat::Text,
         }
     }
@@ -316,6 +328,14 @@ impl Config {
         crate::knowledge::KgLimits {
             team_concurrency: self.kg_team_concurrency.max(1),
             daily_docs: self.kg_daily_docs,
+        }
+    }
+
+    /// The per-user search rate limit.
+    pub fn search_limit(&self) -> crate::service::RateLimit {
+        crate::service::RateLimit {
+            per_second: self.search_rate.max(0.0),
+            burst: self.search_burst.max(1),
         }
     }
 

@@ -6,10 +6,14 @@
 //! forwarding task) and each instance's `LISTEN` task feeds its own broadcast channel, so a
 //! subscriber on any instance sees events from all of them, exactly once.
 //!
+//! PostgreSQL refuses a NOTIFY payload of 8,000 bytes or more. A job event that would pass
+//! [`NOTIFY_MAX_BYTES`] (a long result or error) travels as a reference, and each listener
+//! reads the job's stored state instead, so `jobProgress` always sees its terminal event.
+//!
 //! [`Bus::shutdown`] (called by `Running::stop`) ends both tasks: the LISTEN connection is
 //! closed and no reconnection is attempted after the server has stopped.
 
-use entity::prelude::Corpus;
+use entity::prelude::{Corpus, Job};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -35,9 +39,40 @@ pub struct JobEvent {
     /// Orders the events of one job: later events have higher numbers; terminal events have
     /// `i64::MAX`. A subscriber that read the stored state drops live events not newer than it.
     pub seq: i64,
+    /// The job concerns a private upload: its result and error are for its creator only (an
+    /// admin watching the team's jobs sees state and progress).
+    #[serde(default)]
+    pub private: bool,
 }
 
 impl JobEvent {
+    /// The event describing a job's stored state (for a subscriber that arrives late, and for
+    /// a NOTIFY that travelled as a reference).
+    pub fn of_job(job: &Job) -> JobEvent {
+        let num = |k: &str| job.progress.get(k).and_then(serde_json::Value::as_i64);
+        JobEvent {
+            job_id: job.id,
+            kind: job.kind.clone(),
+            corpus_id: job.corpus_id,
+            created_by: job.created_by,
+            state: job.state.clone(),
+            stage: job.stage.clone().unwrap_or_else(|| job.state.clone()),
+            done: num("done"),
+            total: num("total"),
+            error: job.error.clone(),
+            result: if job.state == "succeeded" {
+                job.result.clone()
+            } else {
+                None
+            },
+            seq: match job.state.as_str() {
+                "succeeded" | "failed" | "cancelled" => i64::MAX,
+                _ => num("seq").unwrap_or(0),
+            },
+            private: job_is_private(job),
+        }
+    }
+
     pub fn is_terminal(&self) -> bool {
         matches!(self.state.as_str(), "succeeded" | "failed" | "cancelled")
     }
@@ -47,6 +82,46 @@ impl JobEvent {
 pub enum EventKind {
     CorpusCreated(Corpus),
     Job(JobEvent),
+    /// A token was revoked: its open WebSocket sessions close (4401).
+    TokenRevoked(i64),
+}
+
+/// Whether a job concerns a private upload (its payload says `"visibility": "private"`).
+pub fn job_is_private(job: &Job) -> bool {
+    job.payload
+        .get("visibility")
+        .and_then(serde_json::Value::as_str)
+        == Some("private")
+}
+
+/// A NOTIFY payload at most this long is sent whole; a longer job event is sent as a reference.
+pub const NOTIFY_MAX_BYTES: usize = 7_900;
+
+/// What crosses instances on the NOTIFY channel.
+#[derive(Debug, Serialize, Deserialize)]
+enum Wire {
+    Event(Event),
+    /// A job event too large for NOTIFY: the listener reads the job's stored state.
+    JobRef {
+        team_id: i64,
+        job_id: i64,
+    },
+}
+
+/// The NOTIFY payload for an event: the event itself, or a reference when it would not fit.
+fn wire_payload(ev: Event) -> Result<String, serde_json::Error> {
+    let full = serde_json::to_string(&Wire::Event(ev.clone()))?;
+    if full.len() <= NOTIFY_MAX_BYTES {
+        return Ok(full);
+    }
+    match ev.kind {
+        EventKind::Job(j) => serde_json::to_string(&Wire::JobRef {
+            team_id: ev.team_id,
+            job_id: j.job_id,
+        }),
+        // Corpus names and descriptions are bounded far below the limit; send it anyway.
+        _ => Ok(full),
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -96,7 +171,7 @@ impl Bus {
                         None => return,
                     },
                 };
-                match serde_json::to_string(&ev) {
+                match wire_payload(ev) {
                     Ok(payload) => {
                         if let Err(e) = forward_store.notify(PG_CHANNEL, &payload).await {
                             tracing::warn!(error = %e, "NOTIFY failed; event dropped");
@@ -132,9 +207,23 @@ impl Bus {
                         r = listener.recv() => r,
                     };
                     match received {
-                        Ok(n) => match serde_json::from_str::<Event>(n.payload()) {
-                            Ok(ev) => {
+                        Ok(n) => match serde_json::from_str::<Wire>(n.payload()) {
+                            Ok(Wire::Event(ev)) => {
                                 let _ = local.send(ev);
+                            }
+                            Ok(Wire::JobRef { team_id, job_id }) => {
+                                match listen_store.team_job(team_id, job_id).await {
+                                    Ok(Some(job)) => {
+                                        let _ = local.send(Event {
+                                            team_id,
+                                            kind: EventKind::Job(JobEvent::of_job(&job)),
+                                        });
+                                    }
+                                    Ok(None) => {}
+                                    Err(e) => {
+                                        tracing::warn!(error = %e, "job behind an event reference not read")
+                                    }
+                                }
                             }
                             Err(e) => tracing::warn!(error = %e, "bad event payload"),
                         },

@@ -64,6 +64,10 @@ enum Command {
         /// Make the documents private to the uploading user.
         #[arg(long)]
         private: bool,
+        /// Load into a system corpus (readable by every team; created when missing). Only the
+        /// operator writes system corpora: no token can.
+        #[arg(long)]
+        system: bool,
     },
 }
 
@@ -162,9 +166,20 @@ async fn run(cli: Cli) -> Result<(), CliError> {
             team,
             user,
             private,
-        } => bulk::ingest(&cfg, &paths, &corpus, team.as_deref(), user, private)
-            .await
-            .map_err(CliError::Usage),
+            system,
+        } => bulk::ingest(
+            &cfg,
+            &paths,
+            &corpus,
+            bulk::Options {
+                team: team.as_deref(),
+                user,
+                private,
+                system,
+            },
+        )
+        .await
+        .map_err(CliError::Usage),
         Command::User(UserCommand::Create { name, role, team }) => {
             let store = app::open_store(&cfg).await?;
             let team = resolve_team(&store, team.as_deref()).await?;

@@ -157,6 +157,8 @@ impl TestServer {
             pg_database = Some(name);
         }
         config.job_lease_secs = 3;
+        // The harnesses search in tight loops; the rate limit has its own test.
+        config.search_rate = 0.0;
         tune(&mut config);
         Self::start_with(backend, config, data_dir, pg_database).await
     }

@@ -373,6 +373,8 @@ struct ModelDoc {
     /// entity key → snippets; relation key → snippets (of the current version)
     entities: BTreeMap<EKey, Vec<String>>,
     relations: BTreeMap<RKey, Vec<String>>,
+    /// entity key → what this version says it is (empty: nothing)
+    descriptions: BTreeMap<EKey, String>,
 }
 
 fn readable(p: &Principal, d: &ModelDoc) -> bool {
@@ -392,6 +394,7 @@ fn synthetic(rng: &mut StdRng, team: i64, doc: i64, version: i32) -> (Extraction
         version,
         entities: BTreeMap::new(),
         relations: BTreeMap::new(),
+        descriptions: BTreeMap::new(),
     };
     let mut keys = Vec::new();
     for (i, &n) in picked.iter().enumerate() {
@@ -400,11 +403,17 @@ fn synthetic(rng: &mut StdRng, team: i64, doc: i64, version: i32) -> (Extraction
             .map(|k| format!("d{doc} v{version} {name} #{k}"))
             .collect();
         let key: EKey = (team, t, name_norm(name));
+        // Each document version says something of its own (or nothing) about the entity.
+        let description = match rng.random_range(0..4) {
+            0 => String::new(),
+            k => format!("said by d{doc} v{version} {}", "x".repeat(k)),
+        };
+        m.descriptions.insert(key.clone(), description.clone());
         x.entities.push(Entity {
             entity_type: t.to_owned(),
             name: name.to_owned(),
             name_norm: name_norm(name),
-            description: "x".repeat(rng.random_range(0..4)),
+            description,
             mentions: snippets
                 .iter()
                 .map(|s| Mention {
@@ -557,8 +566,8 @@ async fn mention_rule_property(backend: Backend) {
             let id = ids[rng.random_range(0..ids.len())];
             match op {
                 4..=6 => {
-                    // A new version, extracted (or, sometimes, not yet: its old mentions stay
-                    // until then; we always extract here to keep the model exact).
+                    // A new version: its old mentions and descriptions go with the version's
+                    // own transaction; it is extracted right after.
                     let d = docs[&id].clone();
                     store
                         .store_ingest(StoreIngest {
@@ -705,6 +714,29 @@ async fn check_all(
         for k in want_e.keys() {
             c.check(got_keys.contains(k), || {
                 format!("{p:?} misses entity {k:?}")
+            });
+        }
+        // Descriptions: the longest among the readable documents' (none: null), never one of
+        // a document `p` cannot read.
+        for e in &got {
+            let k = key_of(e);
+            let said: Vec<&String> = docs
+                .values()
+                .filter(|d| readable(p, d))
+                .filter_map(|d| d.descriptions.get(&k))
+                .filter(|d| !d.is_empty())
+                .collect();
+            let longest = said.iter().map(|d| d.chars().count()).max();
+            let ok = match (&e.description, longest) {
+                (None, None) => true,
+                (Some(got), Some(n)) => said.contains(&got) && got.chars().count() == n,
+                _ => false,
+            };
+            c.check(ok, || {
+                format!(
+                    "{p:?} sees description {:?} of {k:?}; readable ones: {said:?}",
+                    e.description
+                )
             });
         }
         let ids: Vec<i64> = got.iter().map(|e| e.id).collect();

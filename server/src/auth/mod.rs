@@ -49,6 +49,9 @@ pub enum AuthError {
     InvalidToken,
     #[error("this action needs the `{}` capability", .0.as_str())]
     Forbidden(Capability),
+    /// System corpora are written by the instance operator (the `cairn` command line) only.
+    #[error("system corpora are written by the instance operator (`cairn ingest --system`), not through a team's token")]
+    SystemCorpus,
 }
 
 /// The facts about a document that decide who may read it.
@@ -66,6 +69,18 @@ pub struct DocumentAccess {
 pub fn can_read_document(p: &Principal, d: &DocumentAccess) -> bool {
     (d.team_id == p.team_id || d.in_system_corpus)
         && (d.visibility == Visibility::Team || d.owner_id == p.user_id)
+}
+
+/// Whether `p` may follow a job of its team at all: its own, or any for admins.
+pub fn can_see_job(p: &Principal, created_by: Option<i64>) -> bool {
+    created_by == Some(p.user_id) || p.can(Capability::Admin)
+}
+
+/// Whether `p` may see what a visible job says about its document (filename, result, error):
+/// the readable rule for the document it uploads. A private upload's details are its
+/// creator's alone; an admin watching the team's jobs sees its state and progress only.
+pub fn can_see_job_details(p: &Principal, created_by: Option<i64>, private: bool) -> bool {
+    created_by == Some(p.user_id) || !private
 }
 
 /// A freshly minted token: `secret` is shown to the user once, `hash` is what is stored.

@@ -75,6 +75,18 @@ impl Role {
         Capability::ALL.into_iter().filter(move |c| self.has(*c))
     }
 
+    /// Whether a user of this role may mint or revoke tokens of another user of role
+    /// `target`: owners for anyone in their team, admins for members and viewers only (an
+    /// admin's token for an owner or another admin would let them act above their rank).
+    /// Everyone may always manage their own tokens; that case never reaches this rule.
+    pub fn may_manage_tokens_of(self, target: Role) -> bool {
+        match self {
+            Role::Owner => true,
+            Role::Admin => matches!(target, Role::Member | Role::Viewer),
+            Role::Member | Role::Viewer => false,
+        }
+    }
+
     /// Whether a user of this role may hand out `other` (create a user with it).
     /// Only owners create owners; admins create admins and below.
     pub fn may_grant(self, other: Role) -> bool {
@@ -146,15 +158,34 @@ pub fn clean_name(raw: &str, what: &'static str) -> Result<String, InvalidInput>
     if name.is_empty() {
         return Err(InvalidInput(format!("{what} must not be empty")));
     }
-    if name.chars().count() > 200 {
+    if name.chars().count() > MAX_NAME_CHARS {
         return Err(InvalidInput(format!(
-            "{what} is longer than 200 characters"
+            "{what} is longer than {MAX_NAME_CHARS} characters"
         )));
     }
     if name.chars().any(char::is_control) {
         return Err(InvalidInput(format!("{what} contains control characters")));
     }
     Ok(name.to_owned())
+}
+
+/// The longest display name (corpus, user, token label, title), in characters.
+pub const MAX_NAME_CHARS: usize = 200;
+/// The longest search query, question or entity name an API takes, in characters.
+pub const MAX_QUERY_CHARS: usize = 2_000;
+/// The longest free-text description (a corpus's), in characters.
+pub const MAX_DESCRIPTION_CHARS: usize = 2_000;
+
+/// `s` when it is at most `max` characters; else BAD_USER_INPUT naming the field.
+pub fn bounded<'a>(s: &'a str, field: &str, max: usize) -> Result<&'a str, InvalidInput> {
+    if s.chars().count() > max {
+        Err(InvalidInput::new(
+            field,
+            format!("is longer than {max} characters"),
+        ))
+    } else {
+        Ok(s)
+    }
 }
 
 /// A rule of this module refused an input; the message is safe to show to the caller.

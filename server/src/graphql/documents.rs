@@ -10,7 +10,7 @@ use tokio_stream::StreamExt;
 use super::types::{api, GqlCorpus};
 use super::{cairn_of, loaders_of, page, parse_cursor, parse_id, principal_of};
 use crate::domain::Visibility;
-use crate::events::{EventKind, JobEvent};
+use crate::events::JobEvent;
 use crate::jobs::snapshot;
 use crate::service::{ServiceError, UploadRequest};
 
@@ -287,6 +287,7 @@ impl DocumentQuery {
 
     /// The document's current text in pages of 25,000 characters; a page that starts inside
     /// a section opens with `## section (continued)`.
+    #[graphql(complexity = "crate::graphql::cost::DOCUMENT_TEXT + child_complexity")]
     async fn document_text(
         &self,
         ctx: &Context<'_>,
@@ -466,12 +467,9 @@ impl JobSubscription {
         let rx = cairn.bus.subscribe();
         let job = cairn.visible_job(&p, id).await.map_err(api)?;
         let first = snapshot(&job);
-        let team = p.team_id;
+        let cairn = cairn.clone();
         let live = BroadcastStream::new(rx).filter_map(move |ev| match ev {
-            Ok(ev) if ev.team_id == team => match ev.kind {
-                EventKind::Job(j) if j.job_id == id => Some(j),
-                _ => None,
-            },
+            Ok(ev) => cairn.job_event_for(&p, &ev).filter(|j| j.job_id == id),
             _ => None,
         });
         let after = first.seq;
@@ -492,18 +490,13 @@ impl JobSubscription {
             .as_ref()
             .map(|c| parse_id(c, "corpus"))
             .transpose()?;
-        let rx = cairn_of(ctx)?.bus.subscribe();
-        let admin = p.can(crate::domain::Capability::Admin);
+        let cairn = cairn_of(ctx)?.clone();
+        let rx = cairn.bus.subscribe();
         Ok(BroadcastStream::new(rx).filter_map(move |ev| match ev {
-            Ok(ev) if ev.team_id == p.team_id => match ev.kind {
-                EventKind::Job(j)
-                    if (admin || j.created_by == Some(p.user_id))
-                        && (corpus.is_none() || j.corpus_id == corpus) =>
-                {
-                    Some(GqlJobEvent::from(j))
-                }
-                _ => None,
-            },
+            Ok(ev) => cairn
+                .job_event_for(&p, &ev)
+                .filter(|j| corpus.is_none() || j.corpus_id == corpus)
+                .map(GqlJobEvent::from),
             _ => None,
         }))
     }

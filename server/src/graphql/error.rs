@@ -7,9 +7,10 @@
 //! | `NOT_FOUND` | missing, or another team's (indistinguishable) |
 //! | `BAD_USER_INPUT` | a rule refused an argument; malformed or invalid queries |
 //! | `CONFLICT` | a uniqueness rule (e.g. a corpus name already used in the team) |
-//! | `QUERY_TOO_DEEP` / `QUERY_TOO_COMPLEX` | the query exceeds the depth or complexity limit |
+//! | `QUERY_TOO_DEEP` / `QUERY_TOO_COMPLEX` | the query exceeds the depth or complexity limit, or has more than `MAX_ROOT_FIELDS` root fields (refused before any work) |
 //! | `PAYLOAD_TOO_LARGE` | a body over the configured cap (set by the HTTP layer) |
 //! | `QUOTA_EXCEEDED` | a per-team quota is spent (knowledge extraction: `CAIRN_KG_DAILY_DOCS` documents per 24 hours) |
+//! | `RATE_LIMITED` | the caller's per-user search rate (`CAIRN_SEARCH_RATE`, `CAIRN_SEARCH_BURST`) is spent for now |
 //! | `UNAVAILABLE` | a needed part is not configured or loaded (e.g. the embedding model) |
 //! | `LLM_TIMEOUT` / `LLM_UNAVAILABLE` / `LLM_ERROR` / `LLM_BAD_REPLY` / `LLM_CONFIG` | the language model timed out, could not be reached, answered with an error status, answered something unusable, or is misconfigured |
 //! | `INTERNAL` | anything else; details go to the log, never to the client |
@@ -35,6 +36,7 @@ pub const QUERY_TOO_COMPLEX: &str = "QUERY_TOO_COMPLEX";
 pub const PAYLOAD_TOO_LARGE: &str = "PAYLOAD_TOO_LARGE";
 pub const UNAVAILABLE: &str = "UNAVAILABLE";
 pub const QUOTA_EXCEEDED: &str = "QUOTA_EXCEEDED";
+pub const RATE_LIMITED: &str = "RATE_LIMITED";
 pub const INTERNAL: &str = "INTERNAL";
 
 /// A GraphQL error with `extensions.code`.
@@ -57,13 +59,16 @@ impl From<ApiError> for async_graphql::Error {
             ServiceError::Auth(AuthError::MissingToken | AuthError::InvalidToken) => {
                 coded(UNAUTHENTICATED, e.to_string())
             }
-            ServiceError::Auth(AuthError::Forbidden(_)) => coded(FORBIDDEN, e.to_string()),
+            ServiceError::Auth(AuthError::Forbidden(_) | AuthError::SystemCorpus) => {
+                coded(FORBIDDEN, e.to_string())
+            }
             ServiceError::NotFound(_) => coded(NOT_FOUND, e.to_string()),
             ServiceError::Invalid(_) => coded(BAD_USER_INPUT, e.to_string()),
             ServiceError::Conflict(_) => coded(CONFLICT, e.to_string()),
             ServiceError::TooLarge(_) => coded(PAYLOAD_TOO_LARGE, e.to_string()),
             ServiceError::Unavailable(_) => coded(UNAVAILABLE, e.to_string()),
             ServiceError::QuotaExceeded(_) => coded(QUOTA_EXCEEDED, e.to_string()),
+            ServiceError::RateLimited(_) => coded(RATE_LIMITED, e.to_string()),
             ServiceError::Upstream { code, .. } => coded(code, e.to_string()),
             ServiceError::Internal(detail) => {
                 tracing::error!(error = %detail, "internal error");

@@ -247,6 +247,9 @@ impl KgQuery {
     /// with the anchor (name + description) similarity. `type` filters. Cursors are opaque
     /// (with `q` they also hold the position in the fused order, so paging continues even
     /// when the last entity of a page has since disappeared).
+    #[graphql(
+        complexity = "(if q.is_some() { crate::graphql::cost::ENTITY_QUERY } else { 1 }) + first.unwrap_or(20).clamp(1, 100) as usize * child_complexity"
+    )]
     async fn entities(
         &self,
         ctx: &Context<'_>,
@@ -288,6 +291,7 @@ impl KgQuery {
     }
 
     /// The entities and relations within `hops` (0…2) of an entity given by id or name.
+    #[graphql(complexity = "crate::graphql::cost::NEIGHBOURHOOD + child_complexity")]
     async fn neighbourhood(
         &self,
         ctx: &Context<'_>,
@@ -327,6 +331,7 @@ impl KgQuery {
 
     /// The neighbourhood as text for an agent: one fact per line, each ending with its
     /// citations `[doc <id> v<version>: "<snippet>"]`.
+    #[graphql(complexity = "crate::graphql::cost::KG_QUERY")]
     async fn kg_query(
         &self,
         ctx: &Context<'_>,

@@ -3,6 +3,7 @@
 
 pub mod documents;
 pub mod error;
+pub mod guard;
 pub mod kg;
 pub mod loaders;
 pub mod search;
@@ -16,7 +17,7 @@ use tokio_stream::StreamExt;
 
 use crate::auth::{AuthError, Principal};
 use crate::events::EventKind;
-use crate::service::{Cairn, ServiceError};
+use crate::service::{Cairn, ServiceError, Session};
 use error::ErrorCodes;
 use loaders::Loaders;
 use types::{api, GqlApiToken, GqlCorpus, GqlRole, GqlUser, Me, NewToken};
@@ -53,6 +54,7 @@ pub fn build_schema(cairn: Cairn, limits: Limits) -> CairnSchema {
     )
     .data(cairn)
     .extension(ErrorCodes)
+    .extension(guard::Guard)
     .limit_depth(limits.max_depth)
     .limit_complexity(limits.max_complexity)
     .finish()
@@ -69,12 +71,27 @@ pub fn sdl() -> String {
     .sdl()
 }
 
-/// The per-request data for an authenticated caller (HTTP request or WebSocket connection).
-pub fn request_data(cairn: &Cairn, principal: Principal) -> Data {
+/// The connection data of a WebSocket: only its [`Session`]. Each operation gets its own
+/// principal (the token checked again) and dataloaders from [`guard::Guard`].
+pub fn session_data(session: Session) -> Data {
     let mut data = Data::default();
-    data.insert(Loaders::new(cairn, &principal));
-    data.insert(principal);
+    data.insert(session);
     data
+}
+
+/// Complexity costs of the fields that search, embed, call an LLM or read a whole document:
+/// fixed, whatever `first`/`topK` say, so the complexity limit (5,000 by default) bounds the
+/// work one request can ask for (at most 20 searches, 5 answers).
+pub(crate) mod cost {
+    pub const SEARCH: usize = 250;
+    pub const SEARCH_ALL: usize = 300;
+    pub const ANSWER: usize = 1_000;
+    pub const DOCUMENT_TEXT: usize = 100;
+    /// `entities(q:)` (name match + embedding); without `q` it is a keyed page.
+    pub const ENTITY_QUERY: usize = 250;
+    pub const NEIGHBOURHOOD: usize = 150;
+    pub const KG_QUERY: usize = 250;
+    pub const KNOWLEDGE_SUMMARY: usize = 50;
 }
 
 pub(crate) fn principal_of<'a>(ctx: &Context<'a>) -> async_graphql::Result<&'a Principal> {

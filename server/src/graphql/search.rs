@@ -298,7 +298,9 @@ pub struct SearchQuery;
 #[Object]
 impl SearchQuery {
     /// Chunks of the documents the caller may read, best first, with the relevance banner.
-    #[graphql(complexity = "top_k.clamp(0, 100) as usize * child_complexity")]
+    #[graphql(
+        complexity = "crate::graphql::cost::SEARCH + top_k.clamp(0, 100) as usize * child_complexity"
+    )]
     async fn search(
         &self,
         ctx: &Context<'_>,
@@ -326,7 +328,9 @@ impl SearchQuery {
 
     /// Everything a short query finds: chunks, documents by title and entities by name, each
     /// filtered by what the caller may read, interleaved by rank.
-    #[graphql(complexity = "first.clamp(0, 100) as usize * child_complexity")]
+    #[graphql(
+        complexity = "crate::graphql::cost::SEARCH_ALL + first.clamp(0, 100) as usize * child_complexity"
+    )]
     async fn search_all(
         &self,
         ctx: &Context<'_>,
@@ -353,6 +357,7 @@ impl SearchQuery {
     /// Answers a question from the documents the caller may read: an LLM synthesis with
     /// numbered citations when a `chat` model is configured (the question is anonymized before
     /// it leaves the server), else an extractive answer that says so.
+    #[graphql(complexity = "crate::graphql::cost::ANSWER + child_complexity")]
     async fn answer(
         &self,
         ctx: &Context<'_>,
@@ -370,6 +375,7 @@ impl SearchQuery {
 
     /// The one-line `[KNOWLEDGE]` summary of the caller's team (seed 004, "Prompt context"):
     /// how many documents across which corpora. Null when the team has no corpora.
+    #[graphql(complexity = "crate::graphql::cost::KNOWLEDGE_SUMMARY")]
     async fn knowledge_summary(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<String>> {
         let p = principal_of(ctx)?;
         cairn_of(ctx)?.knowledge_summary(p).await.map_err(api)

@@ -7,11 +7,14 @@ pub mod metrics;
 use std::path::PathBuf;
 
 use async_graphql::http::MultipartOptions;
-use async_graphql::http::{GraphiQLSource, ALL_WEBSOCKET_PROTOCOLS};
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_graphql::http::{WebSocketProtocols, WsMessage, ALL_WEBSOCKET_PROTOCOLS};
 use async_graphql::ParseRequestError;
-use async_graphql_axum::{GraphQLProtocol, GraphQLResponse, GraphQLWebSocket};
+use async_graphql_axum::GraphQLResponse;
 use axum::body::Body;
-use axum::extract::ws::{CloseFrame, Message, WebSocketUpgrade};
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
@@ -24,8 +27,9 @@ use tower_http::services::{ServeDir, ServeFile};
 use tower_http::trace::TraceLayer;
 
 use crate::auth::{self, AuthError};
+use crate::events::{Event, EventKind};
 use crate::graphql::{self, error, CairnSchema};
-use crate::service::{Cairn, ServiceError};
+use crate::service::{Cairn, ServiceError, Session};
 use metrics::Metrics;
 
 #[derive(Clone)]
@@ -33,6 +37,8 @@ pub struct HttpState {
     pub cairn: Cairn,
     pub schema: CairnSchema,
     pub metrics: Metrics,
+    /// Whether `<console>/graphiql/` holds GraphiQL's files (see [`graphiql`]).
+    pub graphiql_installed: bool,
 }
 
 pub fn router(state: HttpState, console_dir: PathBuf, max_body: u64) -> Router {
@@ -50,7 +56,10 @@ pub fn router(state: HttpState, console_dir: PathBuf, max_body: u64) -> Router {
         Router::new().fallback(get(console_missing))
     };
     let metrics_state = state.metrics.clone();
+    // GraphiQL's own files, whether or not the console is built.
+    let graphiql_files = ServeDir::new(console_dir.join("graphiql")).precompressed_gzip();
     Router::new()
+        .nest_service("/graphiql", graphiql_files)
         .route("/graphql", get(graphiql).post(graphql_http))
         .route("/graphql/ws", get(graphql_ws))
         .route("/healthz", get(healthz))
@@ -68,14 +77,53 @@ pub fn router(state: HttpState, console_dir: PathBuf, max_body: u64) -> Router {
         .layer(TraceLayer::new_for_http())
 }
 
-async fn graphiql() -> Html<String> {
-    Html(
-        GraphiQLSource::build()
-            .endpoint("/graphql")
-            .subscription_endpoint("/graphql/ws")
-            .title("Cairn GraphQL")
-            .finish(),
+/// GraphiQL, from files Cairn serves itself (`/graphiql/*`, put into the console's folder by
+/// `scripts/fetch-graphiql.sh` from the npm registry, pinned): no CDN, so it works offline and
+/// no third-party script runs on the console's origin. The page's CSP says the same.
+const GRAPHIQL_PAGE: &str = r#"<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="robots" content="noindex">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Cairn GraphQL</title>
+<style>body{height:100%;margin:0;width:100%;overflow:hidden}#graphiql{height:100vh}</style>
+<link rel="stylesheet" href="/graphiql/graphiql.min.css">
+<script src="/graphiql/react.production.min.js"></script>
+<script src="/graphiql/react-dom.production.min.js"></script>
+<script src="/graphiql/graphiql.min.js"></script>
+</head>
+<body>
+<div id="graphiql">Loading…</div>
+<script>
+const wsUrl = new URL('/graphql/ws', window.location.origin);
+wsUrl.protocol = wsUrl.protocol === 'https:' ? 'wss:' : 'ws:';
+ReactDOM.createRoot(document.getElementById('graphiql')).render(
+  React.createElement(GraphiQL, {
+    fetcher: GraphiQL.createFetcher({ url: '/graphql', subscriptionUrl: wsUrl.toString() }),
+    defaultEditorToolsVisibility: true,
+  })
+);
+</script>
+</body>
+</html>"#;
+
+/// The GraphiQL page's policy: scripts, styles and connections from this origin only.
+const GRAPHIQL_CSP: &str = "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; connect-src 'self' ws: wss:";
+
+async fn graphiql(State(s): State<HttpState>) -> Response {
+    if !s.graphiql_installed {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Html("<!doctype html><title>Cairn GraphQL</title><p>GraphiQL's files are not installed. Run <code>scripts/build-console.sh</code> (it runs <code>scripts/fetch-graphiql.sh</code>), or POST queries to <code>/graphql</code>.</p>"),
+        )
+            .into_response();
+    }
+    (
+        [(header::CONTENT_SECURITY_POLICY, GRAPHIQL_CSP)],
+        Html(GRAPHIQL_PAGE),
     )
+        .into_response()
 }
 
 /// The error body for a request refused before GraphQL runs.
@@ -185,44 +233,119 @@ async fn graphql_http(State(s): State<HttpState>, headers: HeaderMap, body: Body
 
 async fn graphql_ws(
     State(s): State<HttpState>,
-    protocol: GraphQLProtocol,
+    headers: HeaderMap,
     upgrade: WebSocketUpgrade,
 ) -> Response {
+    // The subprotocol the client asked for (graphql-transport-ws or the older graphql-ws).
+    let Some(protocol) = headers
+        .get(header::SEC_WEBSOCKET_PROTOCOL)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|list| {
+            list.split(',')
+                .find_map(|p| WebSocketProtocols::from_str(p.trim()).ok())
+        })
+    else {
+        return refusal(
+            StatusCode::BAD_REQUEST,
+            error::BAD_USER_INPUT,
+            "ask for the graphql-transport-ws (or graphql-ws) subprotocol",
+        );
+    };
     upgrade
         .protocols(ALL_WEBSOCKET_PROTOCOLS)
-        .on_upgrade(move |socket| {
-            let cairn = s.cairn.clone();
-            let (sink, stream) = socket.split();
-            let sink = sink.with(|msg| future::ready(Ok::<_, axum::Error>(forbidden_close(msg))));
-            GraphQLWebSocket::new_with_pair(sink, stream, s.schema.clone(), protocol)
-                .on_connection_init(
-                    move |payload| async move { ws_authenticate(cairn, payload).await },
-                )
-                .serve()
-        })
+        .on_upgrade(move |socket| serve_ws(s, protocol, socket))
+}
+
+/// How often an idle socket checks its token again on its own (a revocation in another
+/// process on SQLite reaches no bus; operations check every time anyway).
+const WS_RECHECK_EVERY: Duration = Duration::from_secs(5);
+
+/// The close code for a socket whose token was revoked (or became invalid) while open.
+const WS_REVOKED: u16 = 4401;
+
+/// One socket: the GraphQL protocol over it, and three ways it closes with [`WS_REVOKED`]:
+/// an operation found the token revoked ([`Session::principal`]), the bus announced the
+/// token's revocation (this instance or, on PostgreSQL, any other), or the periodic re-check.
+async fn serve_ws(s: HttpState, protocol: WebSocketProtocols, socket: WebSocket) {
+    let session = Session::new();
+    let (mut sink, stream) = socket.split();
+    let input = stream
+        .take_while(|m| future::ready(m.is_ok()))
+        .filter_map(|m| {
+            future::ready(match m {
+                Ok(Message::Text(t)) => Some(t.as_str().as_bytes().to_vec()),
+                Ok(Message::Binary(b)) => Some(b.to_vec()),
+                _ => None,
+            })
+        });
+    let cairn = s.cairn.clone();
+    let init = session.clone();
+    let mut ws = Box::pin(
+        async_graphql::http::WebSocket::new(s.schema.clone(), input, protocol).on_connection_init(
+            move |payload| async move { ws_authenticate(cairn, init, payload).await },
+        ),
+    );
+    let mut events = s.cairn.bus.subscribe();
+    let mut bus_open = true;
+    let mut recheck = tokio::time::interval(WS_RECHECK_EVERY);
+    recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            out = ws.next() => match out {
+                Some(WsMessage::Text(t)) => {
+                    if sink.send(Message::Text(t.into())).await.is_err() {
+                        return;
+                    }
+                }
+                Some(WsMessage::Close(code, reason)) => {
+                    // async-graphql closes a refused `connection_init` with 1002;
+                    // graphql-transport-ws asks for 4403 (Forbidden), which clients treat as
+                    // "do not retry with these credentials".
+                    let code = if reason == WS_AUTH_REFUSED { 4403 } else { code };
+                    let _ = sink
+                        .send(Message::Close(Some(CloseFrame { code, reason: reason.into() })))
+                        .await;
+                    return;
+                }
+                None => return,
+            },
+            () = session.closed() => {
+                let _ = sink
+                    .send(Message::Close(Some(CloseFrame {
+                        code: WS_REVOKED,
+                        reason: "Unauthorized: the token was revoked".into(),
+                    })))
+                    .await;
+                return;
+            }
+            ev = events.recv(), if bus_open => match ev {
+                Ok(Event { kind: EventKind::TokenRevoked(id), .. }) => {
+                    if session.token_id() == Some(id) {
+                        session.close();
+                    }
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => bus_open = false,
+                _ => {}
+            },
+            _ = recheck.tick() => {
+                if session.token_id().is_some() {
+                    // Closes the session when the token no longer authenticates.
+                    let _ = session.principal(&s.cairn).await;
+                }
+            }
+        }
+    }
 }
 
 /// The close reason our `connection_init` refusal carries.
 const WS_AUTH_REFUSED: &str = "Forbidden: missing, invalid or revoked token";
 
-/// async-graphql closes a refused `connection_init` with 1002; graphql-transport-ws asks for
-/// 4403 (Forbidden), which clients treat as "do not retry with these credentials".
-fn forbidden_close(msg: Message) -> Message {
-    match msg {
-        Message::Close(Some(frame)) if frame.reason.as_str() == WS_AUTH_REFUSED => {
-            Message::Close(Some(CloseFrame {
-                code: 4403,
-                reason: frame.reason,
-            }))
-        }
-        other => other,
-    }
-}
-
 /// `connection_init` must carry `{"authorization": "Bearer …"}` (or `{"token": "…"}`);
-/// anything else closes the socket with 4403.
+/// anything else closes the socket with 4403. The connection keeps the [`Session`] only; each
+/// operation checks its token again.
 async fn ws_authenticate(
     cairn: Cairn,
+    session: Session,
     payload: serde_json::Value,
 ) -> async_graphql::Result<async_graphql::Data> {
     let field = |k: &str| payload.get(k).and_then(|v| v.as_str());
@@ -231,13 +354,13 @@ async fn ws_authenticate(
         .and_then(auth::bearer)
         .or_else(|| field("token"))
         .ok_or_else(|| async_graphql::Error::new(WS_AUTH_REFUSED))?;
-    let principal = cairn.authenticate(token).await.map_err(|e| {
+    session.open(&cairn, token).await.map_err(|e| {
         if !matches!(e, ServiceError::Auth(_)) {
             tracing::error!(error = %e, "WebSocket authentication failed");
         }
         async_graphql::Error::new(WS_AUTH_REFUSED)
     })?;
-    Ok(graphql::request_data(&cairn, principal))
+    Ok(graphql::session_data(session))
 }
 
 async fn healthz() -> &'static str {

@@ -76,14 +76,17 @@ pub async fn extract_in_child(
     memory_mb: u64,
     deadline: Duration,
 ) -> Result<(String, String), IsolateError> {
+    // The child reads a hostile file: it gets no environment (no LLM key, no DATABASE_URL,
+    // nothing the server was configured with), options in `--name=value` form, and the file
+    // after `--`, so no file or sanitized name is ever taken for an option.
     let child = tokio::process::Command::new(bin)
-        .arg("__extract")
-        .arg(file)
-        .arg("--filename")
-        .arg(filename)
-        .arg("--memory-mb")
-        .arg(memory_mb.to_string())
+        .env_clear()
         .env("RUST_LOG", "error")
+        .arg("__extract")
+        .arg(format!("--filename={filename}"))
+        .arg(format!("--memory-mb={memory_mb}"))
+        .arg("--")
+        .arg(file)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -109,5 +112,49 @@ pub async fn extract_in_child(
         None => Err(IsolateError::Crashed(format!(
             "killed by a signal: {stderr}"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The child sees no environment of the server's (no LLM key, no database URL) and gets
+    /// the file after `--`. A stand-in "binary" prints what it received in the child's reply
+    /// format (media type, newline, text).
+    #[tokio::test]
+    async fn the_child_gets_a_cleared_environment_and_the_file_after_dashes() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let bin = dir.path().join("fake-cairn");
+        std::fs::write(
+            &bin,
+            "#!/bin/sh\necho text/plain\necho \"ARGS $*\"\n/usr/bin/env\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755))
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        // The test process itself has secrets in its environment (as a server would).
+        std::env::set_var("CAIRN_LLM_API_KEY", "sk-canary-secret");
+        std::env::set_var("DATABASE_URL", "postgres://canary@db/cairn");
+        let file = dir.path().join("--memory-mb=1");
+        std::fs::write(&file, "x").unwrap_or_else(|e| panic!("{e}"));
+        let (mime, out) = extract_in_child(&bin, &file, "-rf.txt", 64, Duration::from_secs(20))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(mime, "text/plain");
+        assert!(
+            !out.contains("canary"),
+            "the child saw the server's environment: {out}"
+        );
+        assert!(out.contains("RUST_LOG=error"), "{out}");
+        let args = out.lines().next().unwrap_or_default();
+        assert!(
+            args.ends_with(&format!("-- {}", file.display())),
+            "the file must come after `--`: {args}"
+        );
+        assert!(args.contains("--filename=-rf.txt"), "{args}");
     }
 }

@@ -126,33 +126,14 @@ fn publish(
             error,
             result,
             seq,
+            private: crate::events::job_is_private(job),
         }),
     });
 }
 
 /// The event describing a job's stored state (for a subscriber that arrives late).
 pub fn snapshot(job: &Job) -> JobEvent {
-    let num = |k: &str| job.progress.get(k).and_then(Json::as_i64);
-    JobEvent {
-        job_id: job.id,
-        kind: job.kind.clone(),
-        corpus_id: job.corpus_id,
-        created_by: job.created_by,
-        state: job.state.clone(),
-        stage: job.stage.clone().unwrap_or_else(|| job.state.clone()),
-        done: num("done"),
-        total: num("total"),
-        error: job.error.clone(),
-        result: if job.state == "succeeded" {
-            job.result.clone()
-        } else {
-            None
-        },
-        seq: match job.state.as_str() {
-            "succeeded" | "failed" | "cancelled" => i64::MAX,
-            _ => num("seq").unwrap_or(0),
-        },
-    }
+    JobEvent::of_job(job)
 }
 
 #[derive(Clone, Copy, Debug)]

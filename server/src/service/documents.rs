@@ -3,19 +3,30 @@
 
 use std::io::Read;
 
-use entity::prelude::{ContentBlob, Document, DocumentVersion, Job};
+use entity::prelude::{ContentBlob, Corpus, Document, DocumentVersion, Job};
 use serde_json::Value as Json;
 
 use super::{Cairn, ServiceError, ServiceResult};
-use crate::auth::Principal;
+use crate::auth;
+use crate::auth::{AuthError, Principal};
 use crate::domain::{self, Capability, InvalidInput, Visibility};
-use crate::events::{Event, EventKind};
+use crate::events::{job_is_private, Event, EventKind, JobEvent};
 use crate::ingest::blobs::{extension_of, sanitize_filename, BlobError};
 use crate::ingest::{may_replace, IngestPayload};
 use crate::jobs::snapshot;
 
+/// What a job's error says to an admin who may not read the private upload it concerns.
+const REDACTED_ERROR: &str = "failed (the details concern a private document)";
+
 /// `documentText` pages hold at most this many characters of text (seed 004: 25,000).
 pub const DOC_PAGE_CHARS: usize = 25_000;
+
+/// Who writes: a team's principal (through a token) or the instance operator (the CLI).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Writer {
+    Team,
+    Operator,
+}
 
 /// An upload's metadata (the bytes come separately, as a reader).
 pub struct UploadRequest {
@@ -37,20 +48,59 @@ pub struct DocumentPage {
 }
 
 impl Cairn {
-    /// The upload path (seed 004 steps 1–4), then a queued job.
+    /// The upload path (seed 004 steps 1–4), then a queued job. Into one of the caller's
+    /// team's corpora only: a system corpus answers FORBIDDEN (see [`Cairn::operator_upload`]).
     pub async fn upload(
         &self,
         p: &Principal,
         req: UploadRequest,
         content: impl Read + Send + 'static,
     ) -> ServiceResult<Job> {
-        p.require(Capability::DocumentUpload)?;
-        let filename = sanitize_filename(&req.filename);
+        self.upload_into(p, req, content, Writer::Team).await
+    }
+
+    /// The instance operator's upload (the `cairn` command line, never a token): the same
+    /// path, and it may write into a system corpus, which every team reads.
+    pub async fn operator_upload(
+        &self,
+        p: &Principal,
+        req: UploadRequest,
+        content: impl Read + Send + 'static,
+    ) -> ServiceResult<Job> {
+        self.upload_into(p, req, content, Writer::Operator).await
+    }
+
+    /// A corpus `p` may write into: the team's own (NOT_FOUND for another team's, FORBIDDEN
+    /// for a system corpus).
+    async fn writable_corpus(&self, p: &Principal, corpus_id: i64) -> ServiceResult<Corpus> {
         let corpus = self
             .store
-            .visible_corpus(p.team_id, req.corpus_id)
+            .visible_corpus(p.team_id, corpus_id)
             .await?
             .ok_or(ServiceError::NotFound("corpus"))?;
+        if corpus.team_id != Some(p.team_id) {
+            return Err(AuthError::SystemCorpus.into());
+        }
+        Ok(corpus)
+    }
+
+    async fn upload_into(
+        &self,
+        p: &Principal,
+        req: UploadRequest,
+        content: impl Read + Send + 'static,
+        writer: Writer,
+    ) -> ServiceResult<Job> {
+        p.require(Capability::DocumentUpload)?;
+        let filename = sanitize_filename(&req.filename);
+        let corpus = match writer {
+            Writer::Team => self.writable_corpus(p, req.corpus_id).await?,
+            Writer::Operator => self
+                .store
+                .visible_corpus(p.team_id, req.corpus_id)
+                .await?
+                .ok_or(ServiceError::NotFound("corpus"))?,
+        };
         if let Some(doc_id) = req.document_id {
             // A new version: the caller must own (or administer) a document of this corpus.
             self.store
@@ -138,20 +188,74 @@ impl Cairn {
         .await
     }
 
-    /// A job the caller may see: their own, or any of the team's for admins.
+    /// A job the caller may see: their own, or any of the team's for admins; what it says
+    /// about someone else's document the caller cannot read (a private upload; filename,
+    /// title, result, error) is removed.
     pub async fn visible_job(&self, p: &Principal, id: i64) -> ServiceResult<Job> {
-        self.store
+        let mut job = self
+            .store
             .team_job(p.team_id, id)
             .await?
-            .filter(|j| j.created_by == Some(p.user_id) || p.can(Capability::Admin))
-            .ok_or(ServiceError::NotFound("job"))
+            .filter(|j| auth::can_see_job(p, j.created_by))
+            .ok_or(ServiceError::NotFound("job"))?;
+        // The readable rule for the job's document as it is now (it may have turned private
+        // or been deleted since: then nobody, its uploader included, reads its filename any
+        // more); before the document exists, the visibility the upload asked for.
+        let document = job
+            .result
+            .as_ref()
+            .and_then(|r| r.get("documentId"))
+            .or_else(|| job.payload.get("document_id"))
+            .and_then(Json::as_i64);
+        let details = match document {
+            Some(d) => self.store.readable_document(p, d).await?.is_some(),
+            None => auth::can_see_job_details(p, job.created_by, job_is_private(&job)),
+        };
+        if !details {
+            if let Some(o) = job.payload.as_object_mut() {
+                for k in [
+                    "filename",
+                    "title",
+                    "source_url",
+                    "storage_uri",
+                    "content_hash",
+                ] {
+                    o.remove(k);
+                }
+            }
+            job.result = None;
+            job.error = job.error.as_ref().map(|_| REDACTED_ERROR.to_owned());
+        }
+        Ok(job)
+    }
+
+    /// A job event as `p` may receive it: `None` for a job `p` may not follow; a private
+    /// upload's result and error removed for anyone but its creator (the subscriptions'
+    /// single rule, the same as [`Cairn::visible_job`]).
+    pub fn job_event_for(&self, p: &Principal, ev: &Event) -> Option<JobEvent> {
+        let EventKind::Job(j) = &ev.kind else {
+            return None;
+        };
+        if ev.team_id != p.team_id || !auth::can_see_job(p, j.created_by) {
+            return None;
+        }
+        let mut j = j.clone();
+        if !auth::can_see_job_details(p, j.created_by, j.private) {
+            j.result = None;
+            j.error = j.error.as_ref().map(|_| REDACTED_ERROR.to_owned());
+        }
+        Some(j)
     }
 
     /// `job(id)`: the state, plus the result the first time it is asked for after success
     /// (seed 004: delivered exactly once, then state only).
     pub async fn job_once(&self, p: &Principal, id: i64) -> ServiceResult<(Job, Option<Json>)> {
         let job = self.visible_job(p, id).await?;
-        let result = if job.state == "succeeded" && self.store.take_job_result(id).await? {
+        // A redacted job (someone else's private upload) never consumes the one delivery.
+        let result = if job.state == "succeeded"
+            && job.result.is_some()
+            && self.store.take_job_result(id).await?
+        {
             job.result.clone()
         } else {
             None
@@ -257,6 +361,7 @@ impl Cairn {
             .await?
             .filter(|d| may_replace(p, d))
             .ok_or(ServiceError::NotFound("document"))?;
+        self.writable_corpus(p, doc.corpus_id).await?;
         let orphans = self.store.delete_document(doc.id).await?;
         for uri in &orphans.storage_uris {
             self.blobs.remove(uri);
@@ -280,11 +385,7 @@ impl Cairn {
         from: Option<i64>,
     ) -> ServiceResult<u64> {
         p.require(Capability::DocumentUpload)?;
-        self.store
-            .visible_corpus(p.team_id, to)
-            .await?
-            .filter(|c| c.team_id == Some(p.team_id) || p.can(Capability::Admin))
-            .ok_or(ServiceError::NotFound("corpus"))?;
+        self.writable_corpus(p, to).await?;
         Ok(self.store.move_documents(p, to, ids, from).await?)
     }
 
@@ -301,6 +402,7 @@ impl Cairn {
             .await?
             .filter(|d| may_replace(p, d))
             .ok_or(ServiceError::NotFound("document"))?;
+        self.writable_corpus(p, doc.corpus_id).await?;
         self.store
             .set_visibility(doc.id, v)
             .await?

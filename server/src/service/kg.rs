@@ -10,7 +10,7 @@ use entity::prelude::Job;
 use super::search::EntityHit;
 use super::{Cairn, ServiceError, ServiceResult};
 use crate::auth::Principal;
-use crate::domain::{search as rules, Capability, InvalidInput};
+use crate::domain::{self, search as rules, Capability, InvalidInput};
 use crate::events::{Event, EventKind};
 use crate::jobs::snapshot;
 use crate::knowledge::{KgLimits, KgPayload, QUOTA_WINDOW_HOURS};
@@ -121,8 +121,14 @@ impl Cairn {
         limit: usize,
     ) -> ServiceResult<EntityPage> {
         p.require(Capability::CorpusRead)?;
+        if let Some(t) = entity_type {
+            domain::bounded(t, "type", domain::MAX_NAME_CHARS)?;
+        }
         let entity_type = entity_type.map(cairn_kg::normalize::type_norm);
         let q = q.map(str::trim).filter(|q| !q.is_empty());
+        if let Some(q) = q {
+            domain::bounded(q, "q", domain::MAX_QUERY_CHARS)?;
+        }
         let Some(q) = q else {
             let rows = self
                 .store
@@ -250,6 +256,9 @@ impl Cairn {
         id: Option<i64>,
         name: Option<&str>,
     ) -> ServiceResult<KgEntity> {
+        if let Some(n) = name {
+            domain::bounded(n, "name", domain::MAX_QUERY_CHARS)?;
+        }
         let found = match (id, name.map(str::trim).filter(|n| !n.is_empty())) {
             (Some(id), _) => self.store.visible_entities(p, &[id]).await?.pop(),
             (None, Some(name)) => {
@@ -398,6 +407,7 @@ impl Cairn {
         if q.trim().is_empty() {
             return Ok(Vec::new());
         }
+        domain::bounded(q, "q", domain::MAX_QUERY_CHARS)?;
         let mut ranked = self.ranked_entities(p, q, None, first.max(1)).await?;
         ranked.truncate(first);
         Ok(ranked

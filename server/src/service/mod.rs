@@ -32,6 +32,9 @@ pub enum ServiceError {
     /// A per-team quota is spent (e.g. knowledge extraction's documents per 24 hours).
     #[error("{0}")]
     QuotaExceeded(String),
+    /// The caller's per-user rate limit is spent for now.
+    #[error("{0}")]
+    RateLimited(String),
     /// An outside service (the LLM) failed; `code` is its stable client code.
     #[error("{message}")]
     Upstream { code: &'static str, message: String },
@@ -53,9 +56,13 @@ pub type ServiceResult<T> = Result<T, ServiceError>;
 mod answer;
 mod documents;
 pub mod kg;
+mod limits;
 pub mod search;
+mod session;
 pub use answer::{AnswerOutcome, Citation, LlmUsage};
 pub use documents::{document_text_of, DocumentPage, UploadRequest, DOC_PAGE_CHARS};
+pub use limits::{RateLimit, RateLimiter};
+pub use session::{Session, RECHECK_AFTER};
 
 /// The models the core calls: the embedder (query vectors, extractive answers) and the LLM
 /// roles (`chat` for answers, `utility` for knowledge extraction), with the anonymizer that
@@ -87,6 +94,8 @@ pub struct Cairn {
     pub models: Models,
     /// Per-team knowledge-extraction limits (`extractKnowledge` refuses a spent quota).
     pub kg_limits: crate::knowledge::KgLimits,
+    /// Per-user buckets for `search`, `searchAll` and `answer` (RATE_LIMITED when empty).
+    pub search_limiter: RateLimiter,
 }
 
 pub const DEFAULT_TEAM: &str = "default";
@@ -109,7 +118,24 @@ impl Cairn {
             settings,
             models: Models::default(),
             kg_limits: crate::knowledge::KgLimits::default(),
+            search_limiter: RateLimiter::new(RateLimit::default()),
         }
+    }
+
+    /// The same core with this per-user search rate limit.
+    pub fn with_search_limit(mut self, limit: RateLimit) -> Cairn {
+        self.search_limiter = RateLimiter::new(limit);
+        self
+    }
+
+    /// Takes one of `p`'s search tokens, or answers RATE_LIMITED.
+    pub(crate) fn rate_limit_search(&self, p: &Principal) -> ServiceResult<()> {
+        self.search_limiter.take(p.user_id).map_err(|wait| {
+            ServiceError::RateLimited(format!(
+                "too many searches: try again in {:.1} s",
+                wait.max(0.1)
+            ))
+        })
     }
 
     /// The same core with these knowledge-extraction limits.
@@ -195,7 +221,11 @@ impl Cairn {
     ) -> ServiceResult<Corpus> {
         p.require(Capability::CorpusCreate)?;
         let name = domain::clean_name(name, "corpus name")?;
-        let description = description.map(str::trim).filter(|d| !d.is_empty());
+        let description = description
+            .map(str::trim)
+            .filter(|d| !d.is_empty())
+            .map(|d| domain::bounded(d, "description", domain::MAX_DESCRIPTION_CHARS))
+            .transpose()?;
         let corpus = self
             .store
             .create_corpus(Some(p.team_id), &name, description)
@@ -267,8 +297,24 @@ impl Cairn {
         Ok(user)
     }
 
-    /// A new token for `user_id` (default: the caller). Admins may mint tokens for anyone in
-    /// their team; others only for themselves. Returns the row and the secret (shown once).
+    /// Whether `p` may mint or revoke tokens of `user` (same team): yourself always; otherwise
+    /// by rank ([`Role::may_manage_tokens_of`]).
+    fn may_manage_tokens(p: &Principal, user: &User) -> ServiceResult<()> {
+        if user.id == p.user_id {
+            return Ok(());
+        }
+        p.require(Capability::Admin)?;
+        let target = crate::store::role_of(user)?;
+        if p.role.may_manage_tokens_of(target) {
+            Ok(())
+        } else {
+            Err(AuthError::Forbidden(Capability::Admin).into())
+        }
+    }
+
+    /// A new token for `user_id` (default: the caller). Yourself always; an admin for members
+    /// and viewers; an owner for anyone in the team. Returns the row and the secret (shown
+    /// once).
     pub async fn create_token(
         &self,
         p: &Principal,
@@ -285,7 +331,12 @@ impl Cairn {
             .await?
             .filter(|u| u.team_id == p.team_id)
             .ok_or(ServiceError::NotFound("user"))?;
-        let label = label.map(str::trim).filter(|l| !l.is_empty());
+        Self::may_manage_tokens(p, &user)?;
+        let label = label
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(|l| domain::bounded(l, "label", domain::MAX_NAME_CHARS))
+            .transpose()?;
         let secret = auth::generate_token();
         let row = self
             .store
@@ -302,7 +353,7 @@ impl Cairn {
         Ok((row, secret.secret))
     }
 
-    /// Revokes a token of the caller's, or (for admins) of anyone in the team.
+    /// Revokes a token: the caller's own, or by the same rank rule as [`Cairn::create_token`].
     pub async fn revoke_token(&self, p: &Principal, token_id: i64) -> ServiceResult<bool> {
         let token = self
             .store
@@ -315,10 +366,14 @@ impl Cairn {
             .await?
             .filter(|u| u.team_id == p.team_id)
             .ok_or(ServiceError::NotFound("token"))?;
-        if owner.id != p.user_id {
-            p.require(Capability::Admin)?;
-        }
+        Self::may_manage_tokens(p, &owner)?;
         let revoked = self.store.revoke_token(token_id).await?;
+        // Open sockets of this token close now, here and on the other instances (the bus
+        // crosses them on PostgreSQL); every socket also re-checks its token on its own.
+        self.bus.publish(Event {
+            team_id: p.team_id,
+            kind: EventKind::TokenRevoked(token_id),
+        });
         self.store
             .audit(
                 Some(p.team_id),

@@ -14,7 +14,7 @@ use crate::store::search::{ChannelHit, ChunkView, LexicalHit};
 /// Largest `topK` accepted.
 pub const MAX_TOP_K: usize = 100;
 /// Longest query accepted, in characters.
-pub const MAX_QUERY_CHARS: usize = 2_000;
+pub use crate::domain::MAX_QUERY_CHARS;
 
 pub struct SearchRequest {
     pub query: String,
@@ -82,6 +82,8 @@ impl Cairn {
                 InvalidInput::new("topK", format!("must be between 1 and {MAX_TOP_K}")).into(),
             );
         }
+        // One token of the caller's bucket per retrieval (searchAll and answer come here too).
+        self.rate_limit_search(p)?;
         let corpora = self.search_scope(p, req.corpus_ids).await?;
         let corpora = corpora.as_deref();
         let mut notices = Vec::new();

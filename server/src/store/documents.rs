@@ -243,6 +243,9 @@ impl Store {
                 let version = doc.current_version + 1;
                 insert_version(&tx, doc.id, version, blob_id, s.extracted_chars).await?;
                 delete_chunks(&tx, doc.id).await?;
+                // What the old version said leaves the graph with it (re-extraction is the
+                // caller's: queued when automatic extraction is on).
+                super::kg::forget_document(&tx, doc.team_id, doc.id).await?;
                 let mut a: DocumentActive = doc.into();
                 a.current_version = Set(version);
                 a.chunk_count = Set(n);
@@ -326,17 +329,12 @@ impl Store {
             .collect();
         let team_id = Documents::find_by_id(id).one(&tx).await?.map(|d| d.team_id);
         delete_chunks(&tx, id).await?;
-        // The knowledge graph forgets the document in the same transaction: its mentions go
-        // (explicitly, not only by cascade), then what no mention supports any more.
-        let mut q = Sql::new(self.backend());
-        q.push("DELETE FROM kg_mentions WHERE document_id = ")
-            .bind(id);
-        tx.execute_raw(q.build()).await?;
-        Documents::delete_by_id(id).exec(&tx).await?;
+        // The knowledge graph forgets the document in the same transaction: its mentions and
+        // descriptions go (explicitly, not only by cascade), then what nothing supports.
         if let Some(team_id) = team_id {
-            super::kg::lock_team_graph(&tx, team_id).await?;
-            super::kg::prune_orphans(&tx, team_id).await?;
+            super::kg::forget_document(&tx, team_id, id).await?;
         }
+        Documents::delete_by_id(id).exec(&tx).await?;
         let orphans = prune_blobs(&tx, &blob_ids).await?;
         tx.commit().await?;
         self.sync_vector_index(&[id]).await;
@@ -367,8 +365,9 @@ impl Store {
             .is_some())
     }
 
-    /// Moves documents of the team (readable by `p`) into `to`; their chunks follow.
-    /// Returns how many moved.
+    /// Moves documents of the team that `p` may change (readable, in one of the team's own
+    /// corpora, owned by `p` unless `p` is an admin) into `to`; their chunks follow. Returns
+    /// how many moved.
     pub async fn move_documents(
         &self,
         p: &Principal,
@@ -380,6 +379,14 @@ impl Store {
         let mut sel = Sql::new(self.backend());
         sel.push("SELECT d.id FROM documents d WHERE d.team_id = ")
             .bind(p.team_id);
+        // Only the team's own corpora are written through a team's token (never a system
+        // corpus), and only documents the caller owns unless an admin (setVisibility's rule).
+        sel.push(" AND d.corpus_id IN (SELECT c.id FROM corpora c WHERE c.team_id = ")
+            .bind(p.team_id)
+            .push(")");
+        if !p.can(crate::domain::Capability::Admin) {
+            sel.push(" AND d.owner_id = ").bind(p.user_id);
+        }
         if let Some(ids) = ids {
             if ids.is_empty() {
                 return Ok(0);
@@ -495,8 +502,12 @@ async fn prune_blobs(tx: &DatabaseTransaction, blob_ids: &[i64]) -> StoreResult<
             continue;
         }
         if let Some(b) = ContentBlobs::find_by_id(blob_id).one(tx).await? {
-            storage_uris.push(b.storage_uri.clone());
             ContentBlobs::delete_by_id(blob_id).exec(tx).await?;
+            // A queued or running job of the same content still needs the file (it writes
+            // the row again when it stores); it cleans up itself if it fails.
+            if !super::jobs::blob_pending(tx, &b.content_hash, None).await? {
+                storage_uris.push(b.storage_uri.clone());
+            }
         }
     }
     Ok(Orphans { storage_uris })

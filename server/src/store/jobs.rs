@@ -227,19 +227,31 @@ impl Store {
         content_hash: &str,
         except: i64,
     ) -> StoreResult<bool> {
-        let mut q = Sql::new(self.backend());
-        q.push("SELECT COUNT(*) FROM jobs WHERE state IN ('queued', 'running') AND id <> ")
-            .bind(except);
-        match self.backend() {
-            DatabaseBackend::Postgres => q.push(" AND payload->>'content_hash' = "),
-            _ => q.push(" AND json_extract(payload, '$.content_hash') = "),
-        };
-        q.bind(content_hash.to_owned());
-        let row = self.connection().query_one_raw(q.build()).await?;
-        let n: i64 = match row {
-            Some(r) => r.try_get_by_index(0)?,
-            None => 0,
-        };
-        Ok(n > 0)
+        blob_pending(self.connection(), content_hash, Some(except)).await
     }
+}
+
+/// Whether a queued or running job (other than `except`) carries this content hash.
+pub(crate) async fn blob_pending(
+    conn: &impl ConnectionTrait,
+    content_hash: &str,
+    except: Option<i64>,
+) -> StoreResult<bool> {
+    let backend = conn.get_database_backend();
+    let mut q = Sql::new(backend);
+    q.push("SELECT COUNT(*) FROM jobs WHERE state IN ('queued', 'running')");
+    if let Some(except) = except {
+        q.push(" AND id <> ").bind(except);
+    }
+    match backend {
+        DatabaseBackend::Postgres => q.push(" AND payload->>'content_hash' = "),
+        _ => q.push(" AND json_extract(payload, '$.content_hash') = "),
+    };
+    q.bind(content_hash.to_owned());
+    let row = conn.query_one_raw(q.build()).await?;
+    let n: i64 = match row {
+        Some(r) => r.try_get_by_index(0)?,
+        None => 0,
+    };
+    Ok(n > 0)
 }

@@ -2,16 +2,22 @@
 //! marker (seed 001, DESIGN.md §7).
 //!
 //! * Writing an extraction is one transaction: upsert entities on `(team, type, name_norm)`
-//!   (first spelling kept, longest description kept), upsert relations on
+//!   (first spelling kept), write what this document version says each entity is
+//!   (`kg_descriptions`: its description and anchor), upsert relations on
 //!   `(team, subject, predicate, object)`, replace the document's mentions (every other
 //!   version's mentions go: supersession), prune what is left without a mention, write the
 //!   marker.
 //! * The mention rule is SQL: an entity or relation is returned only if it has a mention on a
 //!   document the principal can read ([`Readable`]), and a mention only if its document is
 //!   readable. Every reader takes a batch of ids (dataloaders).
-//! * Entity anchors ("name: description" embedded) live in `kg_entities.embedding`. On
-//!   PostgreSQL the cosine is pgvector's `<=>`; on SQLite the visible candidates' blobs are
-//!   read and scored in Rust (v1: an exact scan over the team's visible entities).
+//! * Descriptions follow the mention rule too: an entity's description is the longest one
+//!   among the `kg_descriptions` rows of documents the principal can read (else none), chosen
+//!   in SQL inside the same query that returns the entity.
+//! * Entity anchors ("name: description", or the name alone, embedded) live beside their
+//!   description in `kg_descriptions.embedding`, so similarity is only ever computed against
+//!   text the caller could read: an entity's score is its best readable anchor. PostgreSQL
+//!   computes the cosine with pgvector's `<=>`; SQLite reads the readable anchors and scores
+//!   them in Rust (v1: an exact scan on both).
 
 use chrono::Utc;
 use sea_orm::{
@@ -68,7 +74,13 @@ pub struct StoredExtraction {
     pub mentions: usize,
 }
 
-const ENTITY_COLS: &str = "e.id, e.team_id, e.type, e.name, e.name_norm, e.description";
+/// The entity columns, the description being the longest readable one (a correlated
+/// subquery under the readable rule; NULL when no readable document describes the entity).
+fn push_entity_cols(q: &mut Sql, p: &Principal) {
+    q.push("e.id, e.team_id, e.type, e.name, e.name_norm, (SELECT kd.description FROM kg_descriptions kd JOIN documents dd ON dd.id = kd.document_id WHERE kd.entity_id = e.id AND kd.description IS NOT NULL AND ");
+    Readable::new(p).push_documents(q, "dd");
+    q.push(" ORDER BY length(kd.description) DESC, kd.id LIMIT 1)");
+}
 const MENTION_COLS: &str =
     "m.id, m.entity_id, m.relation_id, m.document_id, d.title, m.version, m.snippet, m.char_start";
 
@@ -198,46 +210,42 @@ impl Store {
             return Ok(StoredExtraction::default());
         }
 
+        // What this document said about its entities before goes with its mentions.
+        let mut q = Sql::new(backend);
+        q.push("DELETE FROM kg_descriptions WHERE document_id = ")
+            .bind(document_id);
+        tx.execute_raw(q.build()).await?;
+
         let mut entity_ids = Vec::with_capacity(x.entities.len());
         let mut mentions = 0usize;
         for (i, e) in x.entities.iter().enumerate() {
-            let description = (!e.description.is_empty()).then(|| e.description.clone());
-            let anchor = anchors.get(i).cloned().flatten();
             let mut q = Sql::new(backend);
-            q.push("INSERT INTO kg_entities (team_id, type, name, name_norm, description, embedding, first_seen_at) VALUES (")
-                .bind(team_id)
-                .push(", ")
-                .bind(e.entity_type.clone())
-                .push(", ")
-                .bind(e.name.clone())
-                .push(", ")
-                .bind(e.name_norm.clone())
-                .push(", ")
-                .bind(description)
-                .push(", ");
-            match (backend, anchor) {
-                (DatabaseBackend::Postgres, Some(v)) => {
-                    q.push("CAST(").bind(vector_literal(&v)).push(" AS vector)");
-                }
-                (_, Some(v)) => {
-                    q.bind(f32_blob(&v));
-                }
-                (_, None) => {
-                    q.push("NULL");
-                }
-            }
-            q.push(", ").bind(Utc::now());
-            // Longest description wins; the anchor follows the description it was built on.
-            q.push(") ON CONFLICT (team_id, type, name_norm) DO UPDATE SET \
-                description = CASE WHEN length(COALESCE(excluded.description, '')) > length(COALESCE(kg_entities.description, '')) THEN excluded.description ELSE kg_entities.description END, \
-                embedding = CASE WHEN kg_entities.embedding IS NULL OR length(COALESCE(excluded.description, '')) > length(COALESCE(kg_entities.description, '')) THEN COALESCE(excluded.embedding, kg_entities.embedding) ELSE kg_entities.embedding END \
-                RETURNING id");
+            q.push(
+                "INSERT INTO kg_entities (team_id, type, name, name_norm, first_seen_at) VALUES (",
+            )
+            .bind(team_id)
+            .push(", ")
+            .bind(e.entity_type.clone())
+            .push(", ")
+            .bind(e.name.clone())
+            .push(", ")
+            .bind(e.name_norm.clone())
+            .push(", ")
+            .bind(Utc::now());
+            // First spelling wins (the no-op update makes RETURNING answer on conflict).
+            q.push(") ON CONFLICT (team_id, type, name_norm) DO UPDATE SET name = kg_entities.name RETURNING id");
             let row = tx
                 .query_one_raw(q.build())
                 .await?
                 .ok_or_else(|| StoreError::Corrupt("entity upsert returned no row".into()))?;
             let id: i64 = row.try_get_by_index(0)?;
             entity_ids.push(id);
+            if e.mentions.is_empty() {
+                continue;
+            }
+            let description = (!e.description.is_empty()).then(|| e.description.clone());
+            let anchor = anchors.get(i).cloned().flatten();
+            insert_description(&tx, team_id, id, document_id, version, description, anchor).await?;
             for m in &e.mentions {
                 insert_mention(&tx, team_id, Some(id), None, document_id, version, m).await?;
                 mentions += 1;
@@ -304,9 +312,9 @@ impl Store {
             return Ok(Vec::new());
         }
         let mut q = Sql::new(self.backend());
-        q.push("SELECT ")
-            .push(ENTITY_COLS)
-            .push(" FROM kg_entities e WHERE e.id IN ")
+        q.push("SELECT ");
+        push_entity_cols(&mut q, p);
+        q.push(" FROM kg_entities e WHERE e.id IN ")
             .push_list(ids.iter().copied())
             .push(" AND");
         push_has_readable_mention(&mut q, p, "entity_id", "e.id");
@@ -424,9 +432,9 @@ impl Store {
         limit: u64,
     ) -> StoreResult<Vec<KgEntity>> {
         let mut q = Sql::new(self.backend());
-        q.push("SELECT ")
-            .push(ENTITY_COLS)
-            .push(" FROM kg_entities e WHERE");
+        q.push("SELECT ");
+        push_entity_cols(&mut q, p);
+        q.push(" FROM kg_entities e WHERE");
         push_has_readable_mention(&mut q, p, "entity_id", "e.id");
         if let Some(t) = entity_type {
             q.push(" AND e.type = ").bind(t.to_owned());
@@ -458,9 +466,9 @@ impl Store {
         limit: u64,
     ) -> StoreResult<Vec<KgEntity>> {
         let mut q = Sql::new(self.backend());
-        q.push("SELECT ")
-            .push(ENTITY_COLS)
-            .push(" FROM kg_entities e WHERE e.name_norm LIKE ")
+        q.push("SELECT ");
+        push_entity_cols(&mut q, p);
+        q.push(" FROM kg_entities e WHERE e.name_norm LIKE ")
             .bind(like_contains(name_norm))
             .push(" ESCAPE '\\' AND");
         push_has_readable_mention(&mut q, p, "entity_id", "e.id");
@@ -481,9 +489,10 @@ impl Store {
             .collect()
     }
 
-    /// Visible entities nearest to `query` by anchor cosine, best first, with the cosine.
-    /// PostgreSQL: pgvector `<=>`. SQLite: every visible anchored entity of the principal's
-    /// reach is read and scored in Rust (exact; fine at v1's sizes).
+    /// Visible entities nearest to `query` by anchor cosine, best first, with the cosine. An
+    /// entity's score is its best anchor among the documents `p` can read (see the module
+    /// docs). PostgreSQL: pgvector `<=>`. SQLite: the readable anchors are read and scored in
+    /// Rust (exact; fine at v1's sizes).
     pub async fn entities_by_vector(
         &self,
         p: &Principal,
@@ -492,20 +501,20 @@ impl Store {
         limit: usize,
     ) -> StoreResult<Vec<(i64, f32)>> {
         let mut q = Sql::new(self.backend());
+        let from = |q: &mut Sql| {
+            q.push(" FROM kg_descriptions kd JOIN documents vd ON vd.id = kd.document_id JOIN kg_entities e ON e.id = kd.entity_id WHERE kd.embedding IS NOT NULL AND ");
+            Readable::new(p).push_documents(q, "vd");
+            if let Some(t) = entity_type {
+                q.push(" AND e.type = ").bind(t.to_owned());
+            }
+        };
         match self.backend() {
             DatabaseBackend::Postgres => {
-                q.push("SELECT e.id, (1 - (e.embedding <=> CAST(")
+                q.push("SELECT kd.entity_id, MAX(1 - (kd.embedding <=> CAST(")
                     .bind(vector_literal(query))
-                    .push(
-                        " AS vector)))::real FROM kg_entities e WHERE e.embedding IS NOT NULL AND",
-                    );
-                push_has_readable_mention(&mut q, p, "entity_id", "e.id");
-                if let Some(t) = entity_type {
-                    q.push(" AND e.type = ").bind(t.to_owned());
-                }
-                q.push(" ORDER BY e.embedding <=> CAST(")
-                    .bind(vector_literal(query))
-                    .push(" AS vector), e.id LIMIT ")
+                    .push(" AS vector)))::real AS c");
+                from(&mut q);
+                q.push(" GROUP BY kd.entity_id ORDER BY c DESC, kd.entity_id LIMIT ")
                     .bind(limit as i64);
                 let rows = self.connection().query_all_raw(q.build()).await?;
                 rows.iter()
@@ -513,22 +522,20 @@ impl Store {
                     .collect()
             }
             _ => {
-                q.push(
-                    "SELECT e.id, e.embedding FROM kg_entities e WHERE e.embedding IS NOT NULL AND",
-                );
-                push_has_readable_mention(&mut q, p, "entity_id", "e.id");
-                if let Some(t) = entity_type {
-                    q.push(" AND e.type = ").bind(t.to_owned());
-                }
+                q.push("SELECT kd.entity_id, kd.embedding");
+                from(&mut q);
                 let rows = self.connection().query_all_raw(q.build()).await?;
-                let mut scored = Vec::with_capacity(rows.len());
+                let mut best: std::collections::HashMap<i64, f32> =
+                    std::collections::HashMap::with_capacity(rows.len());
                 for r in &rows {
                     let id: i64 = r.try_get_by_index(0)?;
                     let blob: Vec<u8> = r.try_get_by_index(1)?;
                     if let Some(v) = blob_f32(&blob) {
-                        scored.push((id, cosine(query, &v)));
+                        let c = cosine(query, &v);
+                        best.entry(id).and_modify(|b| *b = b.max(c)).or_insert(c);
                     }
                 }
+                let mut scored: Vec<(i64, f32)> = best.into_iter().collect();
                 scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
                 scored.truncate(limit);
                 Ok(scored)
@@ -628,6 +635,69 @@ async fn insert_mention(
         .push(")");
     tx.execute_raw(q.build()).await?;
     Ok(())
+}
+
+/// What one document version says an entity is: its description (if any) and the anchor
+/// built from it. An entity named twice in one extraction keeps the longer description.
+async fn insert_description(
+    tx: &DatabaseTransaction,
+    team_id: i64,
+    entity_id: i64,
+    document_id: i64,
+    version: i32,
+    description: Option<String>,
+    anchor: Option<Vec<f32>>,
+) -> StoreResult<()> {
+    let backend = tx.get_database_backend();
+    let mut q = Sql::new(backend);
+    q.push("INSERT INTO kg_descriptions (team_id, entity_id, document_id, version, description, embedding) VALUES (")
+        .bind(team_id)
+        .push(", ")
+        .bind(entity_id)
+        .push(", ")
+        .bind(document_id)
+        .push(", ")
+        .bind(version)
+        .push(", ")
+        .bind(description)
+        .push(", ");
+    match (backend, anchor) {
+        (DatabaseBackend::Postgres, Some(v)) => {
+            q.push("CAST(").bind(vector_literal(&v)).push(" AS vector)");
+        }
+        (_, Some(v)) => {
+            q.bind(f32_blob(&v));
+        }
+        (_, None) => {
+            q.push("NULL");
+        }
+    }
+    q.push(") ON CONFLICT (entity_id, document_id) DO UPDATE SET \
+        description = CASE WHEN length(COALESCE(excluded.description, '')) > length(COALESCE(kg_descriptions.description, '')) THEN excluded.description ELSE kg_descriptions.description END, \
+        embedding = CASE WHEN kg_descriptions.embedding IS NULL OR length(COALESCE(excluded.description, '')) > length(COALESCE(kg_descriptions.description, '')) THEN COALESCE(excluded.embedding, kg_descriptions.embedding) ELSE kg_descriptions.embedding END");
+    tx.execute_raw(q.build()).await?;
+    Ok(())
+}
+
+/// The graph forgets what a document said (its mentions, descriptions and anchors) and prunes
+/// what nothing supports any more, inside the caller's transaction: on delete, and when a new
+/// version lands (the graph never says what the current version no longer says).
+pub(crate) async fn forget_document(
+    tx: &DatabaseTransaction,
+    team_id: i64,
+    document_id: i64,
+) -> StoreResult<()> {
+    let backend = tx.get_database_backend();
+    lock_team_graph(tx, team_id).await?;
+    for table in ["kg_mentions", "kg_descriptions"] {
+        let mut q = Sql::new(backend);
+        q.push("DELETE FROM ")
+            .push(table)
+            .push(" WHERE document_id = ")
+            .bind(document_id);
+        tx.execute_raw(q.build()).await?;
+    }
+    prune_orphans(tx, team_id).await
 }
 
 /// Serializes writers of one team's graph on PostgreSQL (a transaction-scoped advisory lock),

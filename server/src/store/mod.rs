@@ -385,6 +385,15 @@ impl Store {
             .await?)
     }
 
+    /// The system corpus with this name (system corpora have no team).
+    pub async fn system_corpus_by_name(&self, name: &str) -> StoreResult<Option<Corpus>> {
+        Ok(Corpora::find()
+            .filter(CorpusColumn::System.eq(true))
+            .filter(CorpusColumn::Name.eq(name))
+            .one(&self.db)
+            .await?)
+    }
+
     /// Corpora among `ids` that the team may see.
     pub async fn visible_corpora_by_ids(
         &self,
