@@ -10,6 +10,7 @@ pub use sea_orm_migration::prelude::*;
 
 mod m20261129_000001_init;
 mod m20261202_000002_descriptions;
+mod m20261202_000003_index_changes;
 
 /// The migration list `cairn migrate` and `cairn serve` apply.
 pub struct Migrator;
@@ -20,6 +21,7 @@ impl MigratorTrait for Migrator {
         vec![
             Box::new(m20261129_000001_init::Migration),
             Box::new(m20261202_000002_descriptions::Migration),
+            Box::new(m20261202_000003_index_changes::Migration),
         ]
     }
 }

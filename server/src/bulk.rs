@@ -1,5 +1,8 @@
 //! `cairn ingest`: bulk loads through the same upload path and job queue as the API, with a
-//! progress bar per file driven by the job events.
+//! progress bar per file. It waits on durable state (the jobs table, polled), so it ends
+//! whoever ran its jobs (this process's workers or a server's on the same data directory),
+//! prints a summary (new, duplicate, failed with reasons, chunks, seconds) and exits
+//! non-zero when any file failed.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -8,7 +11,6 @@ use cairn::app;
 use cairn::auth::Principal;
 use cairn::config::Config;
 use cairn::domain::{Role, Visibility};
-use cairn::events::EventKind;
 use cairn::service::{UploadRequest, DEFAULT_TEAM};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
@@ -42,6 +44,30 @@ pub struct Options<'a> {
     pub private: bool,
     /// Into a system corpus (the operator's privilege; no token can write one).
     pub system: bool,
+}
+
+/// How often the jobs table is read while waiting.
+const POLL: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// How a bulk load went.
+#[derive(Default)]
+struct Summary {
+    new: usize,
+    duplicate: usize,
+    chunks: u64,
+    failed: Vec<(String, String)>,
+}
+
+impl Summary {
+    fn line(&self, files: usize, seconds: f64) -> String {
+        format!(
+            "{files} files in {seconds:.1} s: {} new, {} duplicate, {} failed; {} chunks",
+            self.new,
+            self.duplicate,
+            self.failed.len(),
+            self.chunks
+        )
+    }
 }
 
 pub async fn ingest(
@@ -120,13 +146,15 @@ pub async fn ingest(
     let style = ProgressStyle::with_template("{prefix:30!} [{bar:30}] {pos:>4}/{len:4} {msg}")
         .map_err(|e| e.to_string())?
         .progress_chars("=> ");
-    let mut events = cairn.bus.subscribe();
-    let mut pending: HashMap<i64, ProgressBar> = HashMap::new();
+    let started = std::time::Instant::now();
+    let mut pending: HashMap<i64, (ProgressBar, String)> = HashMap::new();
+    let mut refused: Vec<(String, String)> = Vec::new();
     for f in &files {
         let name = f
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
+        let display = name.clone();
         let bar = bars.add(ProgressBar::new(1));
         bar.set_style(style.clone());
         bar.set_prefix(name.clone());
@@ -151,46 +179,79 @@ pub async fn ingest(
         match queued {
             Ok(job) => {
                 bar.set_message("queued");
-                pending.insert(job.id, bar);
+                pending.insert(job.id, (bar, display));
             }
-            Err(e) => bar.abandon_with_message(format!("refused: {e}")),
+            Err(e) => {
+                bar.abandon_with_message(format!("refused: {e}"));
+                refused.push((display, format!("refused: {e}")));
+            }
         }
     }
-    let mut failed = 0usize;
+    // Wait on durable state, not on events: a job of ours may run in another process (a
+    // server's workers on the same data directory claim jobs too), whose events never reach
+    // this one on SQLite. The jobs table says how every job ended, whoever ran it.
+    let mut summary = Summary::default();
     while !pending.is_empty() {
-        let ev = match events.recv().await {
-            Ok(ev) => ev,
-            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-            Err(_) => break,
-        };
-        let EventKind::Job(j) = ev.kind else { continue };
-        let Some(bar) = pending.get(&j.job_id) else {
-            continue;
-        };
-        if let (Some(done), Some(total)) = (j.done, j.total) {
-            bar.set_length(total.max(1) as u64);
-            bar.set_position(done as u64);
-        }
-        bar.set_message(j.stage.clone());
-        if j.is_terminal() {
-            let msg = match (&j.state[..], &j.result, &j.error) {
-                ("succeeded", Some(r), _) => r["message"].as_str().unwrap_or("done").to_owned(),
-                (_, _, Some(e)) => {
-                    failed += 1;
-                    format!("{}: {e}", j.state)
+        tokio::time::sleep(POLL).await;
+        let ids: Vec<i64> = pending.keys().copied().collect();
+        for id in ids {
+            let job = match store.job(id).await {
+                Ok(Some(j)) => j,
+                Ok(None) => {
+                    if let Some((bar, name)) = pending.remove(&id) {
+                        bar.abandon_with_message("the job vanished");
+                        summary.failed.push((name, "the job vanished".into()));
+                    }
+                    continue;
                 }
-                _ => {
-                    failed += 1;
-                    j.state.clone()
-                }
+                Err(e) => return Err(format!("reading job {id}: {e}")),
             };
-            bar.finish_with_message(msg);
-            pending.remove(&j.job_id);
+            let Some((bar, _)) = pending.get(&id) else {
+                continue;
+            };
+            let num = |k: &str| job.progress.get(k).and_then(serde_json::Value::as_i64);
+            if let (Some(done), Some(total)) = (num("done"), num("total")) {
+                bar.set_length(total.max(1) as u64);
+                bar.set_position(done as u64);
+            }
+            bar.set_message(job.stage.clone().unwrap_or_else(|| job.state.clone()));
+            if !matches!(job.state.as_str(), "succeeded" | "failed" | "cancelled") {
+                continue;
+            }
+            let Some((bar, name)) = pending.remove(&id) else {
+                continue;
+            };
+            match (job.state.as_str(), &job.result) {
+                ("succeeded", Some(r)) => {
+                    if r["duplicate"].as_bool() == Some(true) {
+                        summary.duplicate += 1;
+                    } else {
+                        summary.new += 1;
+                    }
+                    summary.chunks += r["chunkCount"].as_u64().unwrap_or(0);
+                    bar.finish_with_message(r["message"].as_str().unwrap_or("done").to_owned());
+                }
+                (state, _) => {
+                    let reason = job.error.clone().unwrap_or_else(|| state.to_owned());
+                    bar.abandon_with_message(format!("{state}: {reason}"));
+                    summary.failed.push((name, reason));
+                }
+            }
         }
     }
+    summary.failed.extend(refused);
     cairn.queue.shutdown();
-    if failed > 0 {
-        return Err(format!("{failed} of {} files failed", files.len()));
+    let took = started.elapsed().as_secs_f64();
+    eprintln!("{}", summary.line(files.len(), took));
+    for (name, reason) in &summary.failed {
+        eprintln!("  failed: {name}: {reason}");
+    }
+    if !summary.failed.is_empty() {
+        return Err(format!(
+            "{} of {} files failed",
+            summary.failed.len(),
+            files.len()
+        ));
     }
     Ok(())
 }

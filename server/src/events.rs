@@ -100,7 +100,7 @@ pub const NOTIFY_MAX_BYTES: usize = 7_900;
 /// What crosses instances on the NOTIFY channel.
 #[derive(Debug, Serialize, Deserialize)]
 enum Wire {
-    Event(Event),
+    Event(Box<Event>),
     /// A job event too large for NOTIFY: the listener reads the job's stored state.
     JobRef {
         team_id: i64,
@@ -110,7 +110,7 @@ enum Wire {
 
 /// The NOTIFY payload for an event: the event itself, or a reference when it would not fit.
 fn wire_payload(ev: Event) -> Result<String, serde_json::Error> {
-    let full = serde_json::to_string(&Wire::Event(ev.clone()))?;
+    let full = serde_json::to_string(&Wire::Event(Box::new(ev.clone())))?;
     if full.len() <= NOTIFY_MAX_BYTES {
         return Ok(full);
     }
@@ -131,6 +131,9 @@ pub struct Event {
 }
 
 pub const PG_CHANNEL: &str = "cairn_events";
+
+/// How long [`Bus::for_store`] waits for its first LISTEN connection.
+const LISTEN_READY_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 #[derive(Clone, Debug)]
 pub struct Bus {
@@ -184,6 +187,10 @@ impl Bus {
         let listen_store = store.clone();
         let local = bus.tx.clone();
         let stop = bus.stop.clone();
+        // Events published before the first LISTEN is in place would be lost: the bus is
+        // handed out only once it listens (or after LISTEN_READY_WAIT, with a warning).
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<()>();
+        let mut ready_tx = Some(ready_tx);
         tokio::spawn(async move {
             loop {
                 let connected = tokio::select! {
@@ -191,7 +198,12 @@ impl Bus {
                     l = listen_store.listen(PG_CHANNEL) => l,
                 };
                 let mut listener = match connected {
-                    Ok(l) => l,
+                    Ok(l) => {
+                        if let Some(tx) = ready_tx.take() {
+                            let _ = tx.send(());
+                        }
+                        l
+                    }
                     Err(e) => {
                         tracing::warn!(error = %e, "LISTEN failed; retrying");
                         tokio::select! {
@@ -209,7 +221,7 @@ impl Bus {
                     match received {
                         Ok(n) => match serde_json::from_str::<Wire>(n.payload()) {
                             Ok(Wire::Event(ev)) => {
-                                let _ = local.send(ev);
+                                let _ = local.send(*ev);
                             }
                             Ok(Wire::JobRef { team_id, job_id }) => {
                                 match listen_store.team_job(team_id, job_id).await {
@@ -235,6 +247,12 @@ impl Bus {
                 }
             }
         });
+        if !matches!(
+            tokio::time::timeout(LISTEN_READY_WAIT, ready_rx).await,
+            Ok(Ok(()))
+        ) {
+            tracing::warn!("LISTEN not ready yet; events published meanwhile reach this instance only after it connects");
+        }
         bus.notify = Some(ntx);
         bus
     }

@@ -518,7 +518,13 @@ impl TestServer {
     /// A second instance on the same database and blob directory (scale-out), with its own
     /// workers and port.
     pub async fn second_instance(&self) -> TestServer {
+        self.second_instance_tuned(|_| {}).await
+    }
+
+    /// [`second_instance`](Self::second_instance) with configuration changes (e.g. workers).
+    pub async fn second_instance_tuned(&self, tune: impl FnOnce(&mut Config)) -> TestServer {
         let mut config = self.config.clone();
+        tune(&mut config);
         config.bind = "127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}"));
         let running = app::start_with(&config, shared_embedder().await)
             .await

@@ -351,3 +351,135 @@ async fn event_listener_ends_on_stop_postgres() {
     let _ = admin.close().await;
     s.stop().await;
 }
+
+/// Issue 12: the README's own path. `cairn serve` runs (its vector index already loaded by a
+/// search) and `cairn ingest` loads a folder into the same `./data`. The CLI exits, with a
+/// summary, however the jobs were shared between its workers and the server's; the running
+/// server's search finds what the CLI stored, without a restart; a failing file makes the CLI
+/// exit non-zero with its reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_ingest_beside_a_running_server() {
+    require_model();
+    let model = std::env::var("CAIRN_EMBED_MODEL").unwrap_or_default();
+    let bin = cairn_bin();
+    let data = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let url = format!("http://127.0.0.1:{port}");
+    let _server = spawn(&bin, data.path(), None, port);
+    wait_healthy(&url).await;
+    let token = std::fs::read_to_string(data.path().join("initial-token"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .trim()
+        .to_owned();
+    gql(
+        &url,
+        &token,
+        "mutation { createCorpus(name: \"wiki\") { id } }",
+        json!({}),
+    )
+    .await;
+    let search = "query($q: String!) { search(query: $q, mode: VECTOR, topK: 3) { results { documentTitle } } }";
+    // Warm: the server reads its vector index now, before the CLI writes anything.
+    let warm = gql(&url, &token, search, json!({ "q": "anything" })).await;
+    assert!(warm.get("errors").is_none(), "{warm}");
+
+    let topics = [
+        (
+            "glaciers",
+            "Glaciers carve deep valleys as the ice slowly flows downhill.",
+        ),
+        (
+            "volcanoes",
+            "Volcanoes erupt molten lava and ash from the mantle.",
+        ),
+        (
+            "coral",
+            "Coral reefs are built by colonies of tiny marine animals.",
+        ),
+        (
+            "bees",
+            "Honey bees dance to tell the hive where flowers are.",
+        ),
+        (
+            "comets",
+            "Comets grow bright tails of gas when they near the sun.",
+        ),
+        (
+            "tides",
+            "The moon's gravity raises the ocean tides twice a day.",
+        ),
+        (
+            "bread",
+            "Yeast makes bread dough rise by releasing carbon dioxide.",
+        ),
+        ("chess", "In chess the knight moves in the shape of an L."),
+    ];
+    let src = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    for (name, text) in topics {
+        std::fs::write(
+            src.path().join(format!("{name}.md")),
+            format!("# {name}\n\n{text}\n"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let run = |dir: PathBuf| {
+        let mut cmd = Command::new(&bin);
+        cmd.args(["ingest", "--corpus", "wiki"])
+            .arg(dir)
+            .env("CAIRN_DATA_DIR", data.path())
+            .env("CAIRN_EMBED_MODEL", &model)
+            .env("RUST_LOG", "warn")
+            .env_remove("DATABASE_URL")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+        // Bounded: before the fix the CLI never exited when the server took some jobs.
+        let deadline = std::time::Instant::now() + Duration::from_secs(300);
+        loop {
+            if let Ok(Some(_)) = child.try_wait() {
+                break;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("cairn ingest did not exit within 300 s beside a running server");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // The CLI is another process; waiting for it here blocks only this test's thread.
+    let (ok, err) = run(src.path().to_path_buf());
+    assert!(ok, "cairn ingest failed: {err}");
+    assert!(
+        err.contains("8 files") && err.contains("8 new") && err.contains("0 failed"),
+        "no summary: {err}"
+    );
+    // The running server sees every document the CLI stored, without a restart.
+    for (name, text) in topics {
+        let r = gql(&url, &token, search, json!({ "q": text })).await;
+        assert_eq!(
+            r["data"]["search"]["results"][0]["documentTitle"], name,
+            "the running server's vector search did not find what the CLI stored: {r}"
+        );
+    }
+    // A failing file: non-zero status, its reason in the summary.
+    let bad = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        bad.path().join("broken.pdf"),
+        b"%PDF-1.7\nthis is not a pdf at all",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let (ok, err) = run(bad.path().to_path_buf());
+    assert!(!ok, "a failed file must fail the command: {err}");
+    assert!(
+        err.contains("1 failed") && err.contains("broken.pdf"),
+        "{err}"
+    );
+}

@@ -4,14 +4,12 @@ use async_graphql::connection::{Connection, EmptyFields};
 use async_graphql::{ComplexObject, Context, Enum, Json, Object, SimpleObject, Upload, ID};
 use chrono::{DateTime, Utc};
 use futures_util::Stream;
-use tokio_stream::wrappers::BroadcastStream;
 use tokio_stream::StreamExt;
 
 use super::types::{api, GqlCorpus};
 use super::{cairn_of, loaders_of, page, parse_cursor, parse_id, principal_of};
 use crate::domain::Visibility;
 use crate::events::JobEvent;
-use crate::jobs::snapshot;
 use crate::service::{ServiceError, UploadRequest};
 
 #[derive(Enum, Clone, Copy, PartialEq, Eq, Debug)]
@@ -460,22 +458,10 @@ impl JobSubscription {
         ctx: &Context<'_>,
         id: ID,
     ) -> async_graphql::Result<impl Stream<Item = GqlJobEvent>> {
-        let p = principal_of(ctx)?.clone();
+        let p = principal_of(ctx)?;
         let id = parse_id(&id, "job")?;
-        let cairn = cairn_of(ctx)?;
-        // Subscribe before reading the state, so nothing falls between the two.
-        let rx = cairn.bus.subscribe();
-        let job = cairn.visible_job(&p, id).await.map_err(api)?;
-        let first = snapshot(&job);
-        let cairn = cairn.clone();
-        let live = BroadcastStream::new(rx).filter_map(move |ev| match ev {
-            Ok(ev) => cairn.job_event_for(&p, &ev).filter(|j| j.job_id == id),
-            _ => None,
-        });
-        let after = first.seq;
-        let live = live.filter(move |e| e.seq > after || e.is_terminal());
-        let events = tokio_stream::once(first).chain(live);
-        Ok(until_terminal(Box::pin(events)).map(GqlJobEvent::from))
+        let events = cairn_of(ctx)?.job_progress(p, id).await.map_err(api)?;
+        Ok(events.map(GqlJobEvent::from))
     }
 
     /// Progress of every job the caller may see (their own; the team's for admins),
@@ -485,35 +471,13 @@ impl JobSubscription {
         ctx: &Context<'_>,
         corpus_id: Option<ID>,
     ) -> async_graphql::Result<impl Stream<Item = GqlJobEvent>> {
-        let p = principal_of(ctx)?.clone();
+        let p = principal_of(ctx)?;
         let corpus = corpus_id
             .as_ref()
             .map(|c| parse_id(c, "corpus"))
             .transpose()?;
-        let cairn = cairn_of(ctx)?.clone();
-        let rx = cairn.bus.subscribe();
-        Ok(BroadcastStream::new(rx).filter_map(move |ev| match ev {
-            Ok(ev) => cairn
-                .job_event_for(&p, &ev)
-                .filter(|j| corpus.is_none() || j.corpus_id == corpus)
-                .map(GqlJobEvent::from),
-            _ => None,
-        }))
+        Ok(cairn_of(ctx)?.job_events(p, corpus).map(GqlJobEvent::from))
     }
-}
-
-/// Ends the stream right after the first terminal event (without waiting for another).
-fn until_terminal(
-    events: impl Stream<Item = JobEvent> + Send + Unpin + 'static,
-) -> impl Stream<Item = JobEvent> + Send {
-    futures_util::stream::unfold((events, false), |(mut events, ended)| async move {
-        if ended {
-            return None;
-        }
-        let e = events.next().await?;
-        let terminal = e.is_terminal();
-        Some((e, (events, terminal)))
-    })
 }
 
 /// `Corpus.documents`: the readable documents of a corpus, oldest first.

@@ -319,10 +319,10 @@ async fn serve_ws(s: HttpState, protocol: WebSocketProtocols, socket: WebSocket)
                 return;
             }
             ev = events.recv(), if bus_open => match ev {
-                Ok(Event { kind: EventKind::TokenRevoked(id), .. }) => {
-                    if session.token_id() == Some(id) {
-                        session.close();
-                    }
+                Ok(Event { kind: EventKind::TokenRevoked(id), .. })
+                    if session.token_id() == Some(id) =>
+                {
+                    session.close();
                 }
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => bus_open = false,
                 _ => {}

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value as Json};
 
 use crate::auth::Principal;
-use crate::domain::{Capability, Visibility};
+use crate::domain::Capability;
 use crate::jobs::{JobContext, JobError, Runner};
 use crate::store::documents::{BlobRef, ChunkRow, StoreIngest, Target};
 use crate::store::jobs::NewJob;
@@ -143,14 +143,24 @@ impl IngestRunner {
     }
 }
 
+/// "1 chunk", "3 chunks".
+fn chunk_count(n: usize) -> String {
+    if n == 1 {
+        "1 chunk".to_owned()
+    } else {
+        format!("{n} chunks")
+    }
+}
+
 fn result_message(filename: &str, re_extracted: bool, chunks: usize) -> String {
     match (re_extracted, chunks > 0) {
-        (false, true) => format!("Ingested {filename}: {chunks} chunks, now searchable."),
+        (false, true) => format!("Ingested {filename}: {}, now searchable.", chunk_count(chunks)),
         (false, false) => format!(
             "Stored {filename}, but no text could be extracted (a scanned PDF or an image?). The document exists with 0 chunks."
         ),
         (true, true) => format!(
-            "Re-extracted {filename} (an earlier ingest found no text): {chunks} chunks, now searchable."
+            "Re-extracted {filename} (an earlier ingest found no text): {}, now searchable.",
+            chunk_count(chunks)
         ),
         (true, false) => format!(
             "Re-extracted {filename}, but still no text could be extracted; the document keeps 0 chunks."
@@ -175,7 +185,11 @@ impl Runner for IngestRunner {
                 team_id: job.team_id,
                 corpus_id: p.corpus_id,
                 owner_id: p.owner_id,
-                visibility: p.visibility.parse().unwrap_or(Visibility::Team),
+                // Never widened: a visibility that does not parse fails the job.
+                visibility: p
+                    .visibility
+                    .parse()
+                    .map_err(|e| JobError::Permanent(format!("invalid ingest payload: {e}")))?,
                 title: p.title.clone(),
                 source_url: p.source_url.clone(),
             },

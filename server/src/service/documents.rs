@@ -1,7 +1,13 @@
 //! Document use cases: upload and ingestText (the synchronous safety steps, then a job),
 //! jobs, reading, paging text, moving, visibility, deleting.
 
+use std::collections::HashMap;
 use std::io::Read;
+
+use futures_util::stream::BoxStream;
+use futures_util::Stream;
+use tokio_stream::wrappers::BroadcastStream;
+use tokio_stream::StreamExt;
 
 use entity::prelude::{ContentBlob, Corpus, Document, DocumentVersion, Job};
 use serde_json::Value as Json;
@@ -14,6 +20,24 @@ use crate::events::{job_is_private, Event, EventKind, JobEvent};
 use crate::ingest::blobs::{extension_of, sanitize_filename, BlobError};
 use crate::ingest::{may_replace, IngestPayload};
 use crate::jobs::snapshot;
+
+/// How often a subscription reads the stored jobs where the event bus does not cross
+/// processes (SQLite).
+pub const JOB_POLL: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Ends a stream right after its first terminal event (without waiting for another).
+fn until_terminal(
+    events: impl Stream<Item = JobEvent> + Send + Unpin + 'static,
+) -> impl Stream<Item = JobEvent> + Send {
+    futures_util::stream::unfold((events, false), |(mut events, ended)| async move {
+        if ended {
+            return None;
+        }
+        let e = events.next().await?;
+        let terminal = e.is_terminal();
+        Some((e, (events, terminal)))
+    })
+}
 
 /// What a job's error says to an admin who may not read the private upload it concerns.
 const REDACTED_ERROR: &str = "failed (the details concern a private document)";
@@ -227,6 +251,116 @@ impl Cairn {
             job.error = job.error.as_ref().map(|_| REDACTED_ERROR.to_owned());
         }
         Ok(job)
+    }
+
+    /// One job's events for `p`: its stored state first, then every newer stage until the
+    /// terminal event, then the end. Live events come from the bus; where the bus does not
+    /// cross processes (SQLite), the stored state is also read every [`JOB_POLL`], so a job
+    /// that another process (`cairn ingest`, a second server) runs is followed too.
+    pub async fn job_progress(
+        &self,
+        p: &Principal,
+        id: i64,
+    ) -> ServiceResult<BoxStream<'static, JobEvent>> {
+        // Subscribe before reading the state, so nothing falls between the two.
+        let rx = self.bus.subscribe();
+        let job = self.visible_job(p, id).await?;
+        let first = snapshot(&job);
+        let mut last = first.seq;
+        let newer = self.job_stream(p, rx, Some(id)).filter(move |e| {
+            let pass = e.job_id == id && (e.seq > last || e.is_terminal());
+            if pass {
+                last = last.max(e.seq);
+            }
+            pass
+        });
+        let events = tokio_stream::once(first).chain(newer);
+        Ok(Box::pin(until_terminal(Box::pin(events))))
+    }
+
+    /// Every job event `p` may follow from now on (own jobs; the team's for admins),
+    /// optionally of one corpus; each stage once, however it arrived (bus or poll).
+    pub fn job_events(&self, p: &Principal, corpus: Option<i64>) -> BoxStream<'static, JobEvent> {
+        let rx = self.bus.subscribe();
+        let mut seen: HashMap<i64, i64> = HashMap::new();
+        Box::pin(self.job_stream(p, rx, None).filter(move |e| {
+            if corpus.is_some() && e.corpus_id != corpus {
+                return false;
+            }
+            let last = seen.entry(e.job_id).or_insert(i64::MIN);
+            if e.seq > *last {
+                *last = e.seq;
+                true
+            } else {
+                false
+            }
+        }))
+    }
+
+    /// Live events (the bus) merged, on SQLite, with the stored state polled: of one job, or
+    /// of every job of the team changed since the stream began. Each event as `p` may see it.
+    fn job_stream(
+        &self,
+        p: &Principal,
+        rx: tokio::sync::broadcast::Receiver<Event>,
+        job: Option<i64>,
+    ) -> BoxStream<'static, JobEvent> {
+        let cairn = self.clone();
+        let who = p.clone();
+        let live = BroadcastStream::new(rx).filter_map(move |ev| match ev {
+            Ok(ev) => cairn.job_event_for(&who, &ev),
+            Err(_) => None,
+        });
+        if self.store.supports_notify() {
+            return Box::pin(live);
+        }
+        let cairn = self.clone();
+        let who = p.clone();
+        let since = chrono::Utc::now() - chrono::Duration::seconds(1);
+        let polled = futures_util::stream::unfold(since, move |since| {
+            let cairn = cairn.clone();
+            let who = who.clone();
+            async move {
+                tokio::time::sleep(JOB_POLL).await;
+                let now = chrono::Utc::now();
+                let jobs = match job {
+                    Some(id) => cairn
+                        .store
+                        .team_job(who.team_id, id)
+                        .await
+                        .map(|j| j.into_iter().collect::<Vec<_>>()),
+                    None => {
+                        cairn
+                            .store
+                            .team_jobs_changed_since(who.team_id, since, 500)
+                            .await
+                    }
+                };
+                let events: Vec<JobEvent> = match jobs {
+                    Ok(jobs) => jobs
+                        .iter()
+                        .filter_map(|j| {
+                            cairn.job_event_for(
+                                &who,
+                                &Event {
+                                    team_id: j.team_id,
+                                    kind: EventKind::Job(snapshot(j)),
+                                },
+                            )
+                        })
+                        .collect(),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "job poll failed; retrying");
+                        Vec::new()
+                    }
+                };
+                // A little overlap: a change committed with an older clock is not missed.
+                Some((events, now - chrono::Duration::seconds(1)))
+            }
+        });
+        let polled =
+            futures_util::StreamExt::flat_map(Box::pin(polled), futures_util::stream::iter);
+        Box::pin(live.merge(polled))
     }
 
     /// A job event as `p` may receive it: `None` for a job `p` may not follow; a private

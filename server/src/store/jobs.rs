@@ -220,6 +220,24 @@ impl Store {
         Ok(r.rows_affected() == 1)
     }
 
+    /// The team's jobs changed at or after `since`, oldest change first (at most `limit`):
+    /// what a subscription polls where the event bus does not cross processes (SQLite).
+    pub async fn team_jobs_changed_since(
+        &self,
+        team_id: i64,
+        since: DateTime<Utc>,
+        limit: u64,
+    ) -> StoreResult<Vec<Job>> {
+        use sea_orm::{ColumnTrait, QueryFilter, QueryOrder, QuerySelect};
+        Ok(Jobs::find()
+            .filter(JobColumn::TeamId.eq(team_id))
+            .filter(JobColumn::UpdatedAt.gte(since))
+            .order_by_asc(JobColumn::UpdatedAt)
+            .limit(limit)
+            .all(self.connection())
+            .await?)
+    }
+
     /// Whether a queued or running job other than `except` carries this content hash (its
     /// blob file must then stay).
     pub async fn blob_pending_elsewhere(

@@ -87,12 +87,19 @@ pub struct CorpusDocCount {
     pub documents: i64,
 }
 
-/// The SQLite index slot: loaded on first use, kept in step after each commit, emptied (to be
-/// read again) when an update fails.
+/// The SQLite index slot: loaded on first use, kept in step after each commit of this
+/// process, brought up to date from `index_changes` before each search (commits of other
+/// processes), emptied (to be read again) when an update fails. The `i64` is the last change
+/// sequence number applied.
 #[derive(Debug, Default)]
 pub(crate) struct IndexSlot {
-    state: tokio::sync::Mutex<Option<Arc<VectorIndex>>>,
+    state: tokio::sync::Mutex<Option<(Arc<VectorIndex>, i64)>>,
 }
+
+/// Change rows kept for processes that lag behind; one further behind reads the index afresh.
+const KEEP_CHANGES: i64 = 100_000;
+/// How often (in change sequence numbers) old change rows are pruned.
+const PRUNE_EVERY: i64 = 4_096;
 
 impl Store {
     // ---- vector channel --------------------------------------------------------------------
@@ -342,16 +349,88 @@ impl Store {
 
     // ---- the SQLite index ------------------------------------------------------------------
 
-    /// The in-memory index (SQLite), read from the database on first use.
+    /// The in-memory index (SQLite), read from the database on first use, and brought up to
+    /// date with every change any process committed since (one indexed `MAX(seq)` per search
+    /// when nothing changed; the changed documents only, otherwise).
     pub async fn vector_index(&self) -> StoreResult<Arc<VectorIndex>> {
         let mut state = self.index.state.lock().await;
-        if let Some(ix) = state.as_ref() {
-            return Ok(Arc::clone(ix));
+        if let Some((ix, seen)) = state.as_ref().map(|(ix, seen)| (Arc::clone(ix), *seen)) {
+            let latest = self.change_seq().await?;
+            if latest <= seen {
+                return Ok(ix);
+            }
+            match self.catch_up(&ix, seen, latest).await {
+                Ok(true) => {
+                    *state = Some((Arc::clone(&ix), latest));
+                    return Ok(ix);
+                }
+                // Too far behind (the change rows it needs were pruned): read it afresh.
+                Ok(false) => {}
+                Err(e) => {
+                    *state = None;
+                    return Err(e);
+                }
+            }
         }
+        // The sequence number first: a change committed while the index is read is applied
+        // (again, harmlessly) by the next search.
+        let seen = self.change_seq().await?;
         let ix = Arc::new(self.load_index().await?);
         tracing::info!(rows = ix.len(), "vector index loaded");
-        *state = Some(Arc::clone(&ix));
+        *state = Some((Arc::clone(&ix), seen));
         Ok(ix)
+    }
+
+    /// The last change sequence number (SQLite's `index_changes`).
+    async fn change_seq(&self) -> StoreResult<i64> {
+        let mut q = Sql::new(self.backend());
+        q.push("SELECT COALESCE(MAX(seq), 0) FROM index_changes");
+        Ok(match self.connection().query_one_raw(q.build()).await? {
+            Some(r) => r.try_get_by_index(0)?,
+            None => 0,
+        })
+    }
+
+    /// Applies the changes `(seen, latest]` to `ix`. `false`: some of them were pruned.
+    async fn catch_up(&self, ix: &VectorIndex, seen: i64, latest: i64) -> StoreResult<bool> {
+        let mut q = Sql::new(self.backend());
+        q.push("SELECT COALESCE(MIN(seq), 0) FROM index_changes WHERE seq > ")
+            .bind(seen);
+        let first: i64 = match self.connection().query_one_raw(q.build()).await? {
+            Some(r) => r.try_get_by_index(0)?,
+            None => 0,
+        };
+        if first > seen + 1 {
+            return Ok(false);
+        }
+        let mut q = Sql::new(self.backend());
+        q.push("SELECT DISTINCT document_id FROM index_changes WHERE seq > ")
+            .bind(seen)
+            .push(" AND seq <= ")
+            .bind(latest);
+        let ids: Vec<i64> = self
+            .connection()
+            .query_all_raw(q.build())
+            .await?
+            .iter()
+            .map(|r| r.try_get_by_index(0))
+            .collect::<Result<_, _>>()?;
+        for batch in ids.chunks(500) {
+            self.sync_locked(ix, batch).await?;
+        }
+        if latest / PRUNE_EVERY > seen / PRUNE_EVERY {
+            let mut q = Sql::new(self.backend());
+            q.push("DELETE FROM index_changes WHERE seq <= ")
+                .bind(latest - KEEP_CHANGES);
+            self.connection().execute_raw(q.build()).await?;
+        }
+        tracing::debug!(
+            documents = ids.len(),
+            seen,
+            latest,
+            "vector index caught up"
+        );
+        Ok(true)
     }
 
     /// Brings the index in step with the database for these documents, after a commit that
@@ -362,7 +441,7 @@ impl Store {
             return;
         }
         let mut state = self.index.state.lock().await;
-        let Some(ix) = state.as_ref().map(Arc::clone) else {
+        let Some(ix) = state.as_ref().map(|(ix, _)| Arc::clone(ix)) else {
             return;
         };
         if let Err(e) = self.sync_locked(&ix, doc_ids).await {
