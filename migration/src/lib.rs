@@ -12,6 +12,21 @@ mod m20261129_000001_init;
 mod m20261202_000002_descriptions;
 mod m20261202_000003_index_changes;
 
+/// The SQL of one migration for the connected backend (SQLite or PostgreSQL).
+pub(crate) fn sql_for<'a>(
+    manager: &SchemaManager,
+    postgres: &'a str,
+    sqlite: &'a str,
+) -> Result<&'a str, DbErr> {
+    match manager.get_database_backend() {
+        sea_orm_migration::sea_orm::DbBackend::Postgres => Ok(postgres),
+        sea_orm_migration::sea_orm::DbBackend::Sqlite => Ok(sqlite),
+        other => Err(DbErr::Migration(format!(
+            "unsupported database backend {other:?}: Cairn runs on SQLite or PostgreSQL"
+        ))),
+    }
+}
+
 /// The migration list `cairn migrate` and `cairn serve` apply.
 pub struct Migrator;
 

@@ -13,15 +13,7 @@ pub struct Migration;
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        let sql = match manager.get_database_backend() {
-            DbBackend::Postgres => POSTGRES_UP,
-            DbBackend::Sqlite => SQLITE_UP,
-            other => {
-                return Err(DbErr::Migration(format!(
-                    "unsupported database backend {other:?}: Cairn runs on SQLite or PostgreSQL"
-                )))
-            }
-        };
+        let sql = crate::sql_for(manager, POSTGRES_UP, SQLITE_UP)?;
         manager.get_connection().execute_unprepared(sql).await?;
         Ok(())
     }

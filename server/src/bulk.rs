@@ -14,7 +14,7 @@ use cairn::domain::{Role, Visibility};
 use cairn::service::{UploadRequest, DEFAULT_TEAM};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
-fn collect(paths: &[PathBuf], out: &mut Vec<PathBuf>) -> Result<(), String> {
+pub(crate) fn collect(paths: &[PathBuf], out: &mut Vec<PathBuf>) -> Result<(), String> {
     for p in paths {
         if p.is_dir() {
             let mut entries: Vec<PathBuf> = std::fs::read_dir(p)
@@ -47,18 +47,41 @@ pub struct Options<'a> {
 }
 
 /// How often the jobs table is read while waiting.
-const POLL: std::time::Duration = std::time::Duration::from_millis(250);
+pub(crate) const POLL: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// How a bulk load went.
 #[derive(Default)]
-struct Summary {
-    new: usize,
-    duplicate: usize,
-    chunks: u64,
-    failed: Vec<(String, String)>,
+pub(crate) struct Summary {
+    pub(crate) new: usize,
+    pub(crate) duplicate: usize,
+    pub(crate) chunks: u64,
+    pub(crate) failed: Vec<(String, String)>,
 }
 
 impl Summary {
+    /// Counts a succeeded job's result (`duplicate`, `chunkCount`).
+    pub(crate) fn succeeded(&mut self, result: &serde_json::Value) {
+        if result["duplicate"].as_bool() == Some(true) {
+            self.duplicate += 1;
+        } else {
+            self.new += 1;
+        }
+        self.chunks += result["chunkCount"].as_u64().unwrap_or(0);
+    }
+
+    /// Prints the summary and the failures; `Err` when any file failed.
+    pub(crate) fn finish(&self, files: usize, seconds: f64) -> Result<(), String> {
+        eprintln!("{}", self.line(files, seconds));
+        for (name, reason) in &self.failed {
+            eprintln!("  failed: {name}: {reason}");
+        }
+        if self.failed.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{} of {files} files failed", self.failed.len()))
+        }
+    }
+
     fn line(&self, files: usize, seconds: f64) -> String {
         format!(
             "{files} files in {seconds:.1} s: {} new, {} duplicate, {} failed; {} chunks",
@@ -223,12 +246,7 @@ pub async fn ingest(
             };
             match (job.state.as_str(), &job.result) {
                 ("succeeded", Some(r)) => {
-                    if r["duplicate"].as_bool() == Some(true) {
-                        summary.duplicate += 1;
-                    } else {
-                        summary.new += 1;
-                    }
-                    summary.chunks += r["chunkCount"].as_u64().unwrap_or(0);
+                    summary.succeeded(r);
                     bar.finish_with_message(r["message"].as_str().unwrap_or("done").to_owned());
                 }
                 (state, _) => {
@@ -241,17 +259,6 @@ pub async fn ingest(
     }
     summary.failed.extend(refused);
     cairn.queue.shutdown();
-    let took = started.elapsed().as_secs_f64();
-    eprintln!("{}", summary.line(files.len(), took));
-    for (name, reason) in &summary.failed {
-        eprintln!("  failed: {name}: {reason}");
-    }
-    if !summary.failed.is_empty() {
-        return Err(format!(
-            "{} of {} files failed",
-            summary.failed.len(),
-            files.len()
-        ));
-    }
+    summary.finish(files.len(), started.elapsed().as_secs_f64())?;
     Ok(())
 }

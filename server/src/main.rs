@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
 mod bulk;
+mod remote;
 
 #[derive(Parser)]
 #[command(name = "cairn", version, about = "A self-hosted knowledge server")]
@@ -66,8 +67,15 @@ enum Command {
         private: bool,
         /// Load into a system corpus (readable by every team; created when missing). Only the
         /// operator writes system corpora: no token can.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "server")]
         system: bool,
+        /// Go through a running server's API (e.g. http://127.0.0.1:8080) instead of the
+        /// database: uploads as the token's user, into the token's team.
+        #[arg(long)]
+        server: Option<String>,
+        /// The token for `--server` (default: $CAIRN_TOKEN).
+        #[arg(long, env = "CAIRN_TOKEN", hide_env_values = true)]
+        token: Option<String>,
     },
 }
 
@@ -167,6 +175,32 @@ async fn run(cli: Cli) -> Result<(), CliError> {
             user,
             private,
             system,
+            server: Some(server),
+            token,
+        } => {
+            if team.is_some() || user.is_some() {
+                return Err(CliError::Usage(
+                    "--team and --user do not apply with --server: the token says who uploads"
+                        .into(),
+                ));
+            }
+            let token = token.ok_or_else(|| {
+                CliError::Usage("--server needs a token: --token or $CAIRN_TOKEN".into())
+            })?;
+            let _ = system;
+            remote::ingest(&server, &token, &paths, &corpus, private)
+                .await
+                .map_err(CliError::Usage)
+        }
+        Command::Ingest {
+            paths,
+            corpus,
+            team,
+            user,
+            private,
+            system,
+            server: None,
+            ..
         } => bulk::ingest(
             &cfg,
             &paths,

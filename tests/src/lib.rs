@@ -480,6 +480,20 @@ impl TestServer {
         text: &str,
         visibility: &str,
     ) -> String {
+        self.ingest_text_job(token, corpus_id, title, text, visibility)
+            .await
+            .0
+    }
+
+    /// [`ingest_text`](Self::ingest_text), returning (document id, job id).
+    pub async fn ingest_text_job(
+        &self,
+        token: &str,
+        corpus_id: &str,
+        title: &str,
+        text: &str,
+        visibility: &str,
+    ) -> (String, String) {
         let d = self
             .gql_ok(
                 token,
@@ -494,11 +508,31 @@ impl TestServer {
         let events = self.follow_job(token, &job).await;
         let last = events.last().cloned().unwrap_or(Value::Null);
         assert_eq!(last["stage"], "searchable", "{title}: {events:?}");
-        match &last["result"]["documentId"] {
+        let doc = match &last["result"]["documentId"] {
             Value::Number(n) => n.to_string(),
             Value::String(s) => s.clone(),
             other => panic!("{title}: no document id in {other}"),
-        }
+        };
+        (doc, job)
+    }
+
+    /// `extractKnowledge` over everything `token` can read, followed until it succeeds;
+    /// returns the job id.
+    pub async fn extract_all(&self, token: &str) -> String {
+        let d = self
+            .gql_ok(token, "mutation { extractKnowledge { id } }", json!({}))
+            .await;
+        let job = d["extractKnowledge"]["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let events = self.follow_job(token, &job).await;
+        assert_eq!(
+            events.last().map(|e| e["state"].clone()),
+            Some(json!("SUCCEEDED")),
+            "{events:?}"
+        );
+        job
     }
 
     /// A handle that only knows a URL (for talking to a server run as a separate process).

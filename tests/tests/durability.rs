@@ -381,7 +381,7 @@ async fn cli_ingest_beside_a_running_server() {
         json!({}),
     )
     .await;
-    let search = "query($q: String!) { search(query: $q, mode: VECTOR, topK: 3) { results { documentTitle } } }";
+    let search = "query($q: String!, $m: SearchMode! = VECTOR) { search(query: $q, mode: $m, topK: 3) { results { documentTitle } } }";
     // Warm: the server reads its vector index now, before the CLI writes anything.
     let warm = gql(&url, &token, search, json!({ "q": "anything" })).await;
     assert!(warm.get("errors").is_none(), "{warm}");
@@ -454,6 +454,24 @@ async fn cli_ingest_beside_a_running_server() {
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     };
+    // The server's `jobs` subscriber, open before the CLI starts.
+    let probe = TestServer::probe(&url);
+    let (mut ws, ack) = ws_init(
+        &probe,
+        json!({ "authorization": format!("Bearer {token}") }),
+    )
+    .await;
+    assert_eq!(
+        ack.ok().map(|v| v["type"].clone()),
+        Some(json!("connection_ack"))
+    );
+    ws.send(Message::text(
+        json!({ "id": "jobs", "type": "subscribe", "payload": { "query": "subscription { jobs { jobId kind state stage } }" } })
+            .to_string(),
+    ))
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    tokio::time::sleep(Duration::from_millis(300)).await;
     // The CLI is another process; waiting for it here blocks only this test's thread.
     let (ok, err) = run(src.path().to_path_buf());
     assert!(ok, "cairn ingest failed: {err}");
@@ -461,12 +479,63 @@ async fn cli_ingest_beside_a_running_server() {
         err.contains("8 files") && err.contains("8 new") && err.contains("0 failed"),
         "no summary: {err}"
     );
+    // The subscriber on the server saw every job the CLI queued end `searchable`, whichever
+    // process ran it (SQLite's bus does not cross processes; the subscription polls).
+    let mut searchable = std::collections::BTreeSet::new();
+    while searchable.len() < topics.len() {
+        let m = ws_next(&mut ws)
+            .await
+            .unwrap_or_else(|c| panic!("socket closed ({c:?}); saw {searchable:?}"));
+        let ev = &m["payload"]["data"]["jobs"];
+        if ev["stage"] == "searchable" {
+            searchable.insert(ev["jobId"].to_string());
+        }
+    }
     // The running server sees every document the CLI stored, without a restart.
     for (name, text) in topics {
+        for mode in ["VECTOR", "LEXICAL", "HYBRID"] {
+            let r = gql(&url, &token, search, json!({ "q": text, "m": mode })).await;
+            assert_eq!(
+                r["data"]["search"]["results"][0]["documentTitle"], name,
+                "the running server's {mode} search did not find what the CLI stored: {r}"
+            );
+        }
+    }
+    // The same through the server's API (`--server URL`, token from the environment).
+    let remote_src = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let remote_topics = [
+        (
+            "lighthouses",
+            "Lighthouses guide ships at night with a rotating beam.",
+        ),
+        (
+            "origami",
+            "Origami folds a single square of paper into a crane.",
+        ),
+    ];
+    for (name, text) in remote_topics {
+        std::fs::write(remote_src.path().join(format!("{name}.txt")), text)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let out = Command::new(&bin)
+        .args(["ingest", "--corpus", "remote", "--server", &url])
+        .arg(remote_src.path())
+        .env("CAIRN_TOKEN", &token)
+        .env(
+            "CAIRN_DATA_DIR",
+            "/nonexistent/the-cli-needs-no-database-here",
+        )
+        .env_remove("DATABASE_URL")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "cairn ingest --server failed: {err}");
+    assert!(err.contains("2 files") && err.contains("2 new"), "{err}");
+    for (name, text) in remote_topics {
         let r = gql(&url, &token, search, json!({ "q": text })).await;
         assert_eq!(
             r["data"]["search"]["results"][0]["documentTitle"], name,
-            "the running server's vector search did not find what the CLI stored: {r}"
+            "{r}"
         );
     }
     // A failing file: non-zero status, its reason in the summary.

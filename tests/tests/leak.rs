@@ -340,37 +340,6 @@ async fn check_job_events(w: &mut World) {
     }
 }
 
-/// `ingestText`, followed to its end: (document id, job id).
-async fn ingest(
-    s: &TestServer,
-    token: &str,
-    corpus: &str,
-    title: &str,
-    text: &str,
-    visibility: &str,
-) -> (String, String) {
-    let d = s
-        .gql_ok(
-            token,
-            "mutation($c: ID!, $t: String!, $x: String!, $v: Visibility) { ingestText(corpusId: $c, title: $t, text: $x, visibility: $v) { id } }",
-            json!({ "c": corpus, "t": title, "x": text, "v": visibility }),
-        )
-        .await;
-    let job = d["ingestText"]["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let events = s.follow_job(token, &job).await;
-    let last = events.last().cloned().unwrap_or(Value::Null);
-    assert_eq!(last["stage"], "searchable", "{title}: {events:?}");
-    let doc = match &last["result"]["documentId"] {
-        Value::Number(n) => n.to_string(),
-        Value::String(s) => s.clone(),
-        other => panic!("{title}: no document id in {other}"),
-    };
-    (doc, job)
-}
-
 async fn actor(
     s: &TestServer,
     name: &str,
@@ -483,15 +452,15 @@ async fn no_field_shows_what_its_reader_may_not_read(backend: Backend) {
                 let private = rng.random_bool(0.5);
                 let title_word = canary(&mut rng);
                 let c = canary(&mut rng);
-                let (id, job) = ingest(
-                    &s,
-                    &w.actors[a].token,
-                    &w.corpora[team][corpus],
-                    &format!("Memo {title_word}"),
-                    &text_of(&title_word, &c),
-                    if private { "PRIVATE" } else { "TEAM" },
-                )
-                .await;
+                let (id, job) = s
+                    .ingest_text_job(
+                        &w.actors[a].token,
+                        &w.corpora[team][corpus],
+                        &format!("Memo {title_word}"),
+                        &text_of(&title_word, &c),
+                        if private { "PRIVATE" } else { "TEAM" },
+                    )
+                    .await;
                 w.jobs[team].push(job);
                 w.docs.push(Doc {
                     id,
@@ -599,23 +568,7 @@ async fn no_field_shows_what_its_reader_may_not_read(backend: Backend) {
             .filter(|&a| w.actors[a].uploads())
             .collect();
         let a = runners[rng.random_range(0..runners.len())];
-        let d = s
-            .gql_ok(
-                &w.actors[a].token,
-                "mutation { extractKnowledge { id } }",
-                json!({}),
-            )
-            .await;
-        let job = d["extractKnowledge"]["id"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        let events = s.follow_job(&w.actors[a].token, &job).await;
-        assert_eq!(
-            events.last().map(|e| e["state"].clone()),
-            Some(json!("SUCCEEDED")),
-            "{events:?}"
-        );
+        let job = s.extract_all(&w.actors[a].token).await;
         let team = w.actors[a].team;
         w.jobs[team].push(job);
         check_job_events(&mut w).await;

@@ -38,22 +38,6 @@ const MEMO: &str = "Strategy memo.\n\nHelvetron Dynamics, a maker of covert sona
 const LEASE: &str =
     "Office news.\n\nHelvetron Dynamics signed the office lease in Zurich last week.";
 
-async fn run_extraction(s: &TestServer, token: &str) {
-    let d = s
-        .gql_ok(token, "mutation { extractKnowledge { id } }", json!({}))
-        .await;
-    let job = d["extractKnowledge"]["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let events = s.follow_job(token, &job).await;
-    assert_eq!(
-        events.last().map(|e| e["state"].clone()),
-        Some(json!("SUCCEEDED")),
-        "{events:?}"
-    );
-}
-
 /// Every reader-facing field that shows an entity or its description, as one text.
 async fn entity_views(s: &TestServer, token: &str, q: &str) -> String {
     let mut out = String::new();
@@ -141,7 +125,7 @@ async fn descriptions_follow_the_mention_rule(backend: Backend) {
         .await;
     s.ingest_text(&s.owner_token, &corpus, "Office news", LEASE, "TEAM")
         .await;
-    run_extraction(&s, &alice).await;
+    s.extract_all(&alice).await;
 
     let alice_view = entity_views(&s, &alice, "Helvetron").await;
     assert!(
@@ -200,7 +184,7 @@ async fn a_new_version_leaves_the_graph_at_once(backend: Backend) {
     let doc = s
         .ingest_text(&s.owner_token, &corpus, "Office news", LEASE, "TEAM")
         .await;
-    run_extraction(&s, &s.owner_token).await;
+    s.extract_all(&s.owner_token).await;
     let before = entity_views(&s, &s.owner_token, "Helvetron").await;
     assert!(before.contains("Zurich"), "{before}");
 
