@@ -1,7 +1,48 @@
-//! `jobs`.
+//! `jobs`. The state column is typed ([`JobState`]): a value outside the five is an error
+//! when the row is read, never a string compared somewhere.
 
 use sea_orm::entity::prelude::*;
 use serde::{Deserialize, Serialize};
+
+/// Where a job is in its life. Stored as lowercase text (the database checks the vocabulary).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize, Deserialize,
+)]
+#[sea_orm(rs_type = "String", db_type = "Text")]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    #[sea_orm(string_value = "queued")]
+    Queued,
+    #[sea_orm(string_value = "running")]
+    Running,
+    #[sea_orm(string_value = "succeeded")]
+    Succeeded,
+    #[sea_orm(string_value = "failed")]
+    Failed,
+    #[sea_orm(string_value = "cancelled")]
+    Cancelled,
+}
+
+impl JobState {
+    /// Succeeded, failed or cancelled: nothing more will happen.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            JobState::Succeeded | JobState::Failed | JobState::Cancelled
+        )
+    }
+
+    /// The stored (and event) spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Running => "running",
+            JobState::Succeeded => "succeeded",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+}
 
 #[derive(Clone, Debug, PartialEq, DeriveEntityModel, Serialize, Deserialize)]
 #[sea_orm(table_name = "jobs")]
@@ -12,7 +53,7 @@ pub struct Model {
     pub corpus_id: Option<i64>,
     pub kind: String,
     pub payload: Json,
-    pub state: String,
+    pub state: JobState,
     pub stage: Option<String>,
     pub progress: Json,
     pub attempts: i32,

@@ -24,7 +24,7 @@ pub use super::documents::{
     ActiveModel as DocumentActive, Column as DocumentColumn, Entity as Documents, Model as Document,
 };
 pub use super::jobs::{
-    ActiveModel as JobActive, Column as JobColumn, Entity as Jobs, Model as Job,
+    ActiveModel as JobActive, Column as JobColumn, Entity as Jobs, JobState, Model as Job,
 };
 pub use super::kg_descriptions::{
     ActiveModel as KgDescriptionActive, Column as KgDescriptionColumn, Entity as KgDescriptions,

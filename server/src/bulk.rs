@@ -8,10 +8,10 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use cairn::app;
-use cairn::auth::Principal;
 use cairn::config::Config;
 use cairn::domain::{Role, Visibility};
 use cairn::service::{UploadRequest, DEFAULT_TEAM};
+use entity::prelude::JobState;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 pub(crate) fn collect(paths: &[PathBuf], out: &mut Vec<PathBuf>) -> Result<(), String> {
@@ -129,13 +129,7 @@ pub async fn ingest(
     }
     .filter(|u| u.team_id == team.id)
     .ok_or("no such user in that team")?;
-    let principal = Principal {
-        user_id: user.id,
-        team_id: team.id,
-        role: cairn::store::role_of(&user).map_err(|e| e.to_string())?,
-        name: user.name.clone(),
-        token_id: 0,
-    };
+    let principal = cairn::store::principal_of(&user, 0).map_err(|e| e.to_string())?;
     if principal.role == Role::Viewer {
         return Err("viewers cannot upload".into());
     }
@@ -237,21 +231,28 @@ pub async fn ingest(
                 bar.set_length(total.max(1) as u64);
                 bar.set_position(done as u64);
             }
-            bar.set_message(job.stage.clone().unwrap_or_else(|| job.state.clone()));
-            if !matches!(job.state.as_str(), "succeeded" | "failed" | "cancelled") {
+            bar.set_message(
+                job.stage
+                    .clone()
+                    .unwrap_or_else(|| job.state.as_str().to_owned()),
+            );
+            if !job.state.is_terminal() {
                 continue;
             }
             let Some((bar, name)) = pending.remove(&id) else {
                 continue;
             };
-            match (job.state.as_str(), &job.result) {
-                ("succeeded", Some(r)) => {
+            match (job.state, &job.result) {
+                (JobState::Succeeded, Some(r)) => {
                     summary.succeeded(r);
                     bar.finish_with_message(r["message"].as_str().unwrap_or("done").to_owned());
                 }
                 (state, _) => {
-                    let reason = job.error.clone().unwrap_or_else(|| state.to_owned());
-                    bar.abandon_with_message(format!("{state}: {reason}"));
+                    let reason = job
+                        .error
+                        .clone()
+                        .unwrap_or_else(|| state.as_str().to_owned());
+                    bar.abandon_with_message(format!("{}: {reason}", state.as_str()));
                     summary.failed.push((name, reason));
                 }
             }

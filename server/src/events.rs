@@ -13,7 +13,7 @@
 //! [`Bus::shutdown`] (called by `Running::stop`) ends both tasks: the LISTEN connection is
 //! closed and no reconnection is attempted after the server has stopped.
 
-use entity::prelude::{Corpus, Job};
+use entity::prelude::{Corpus, Job, JobState};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -27,8 +27,7 @@ pub struct JobEvent {
     pub kind: String,
     pub corpus_id: Option<i64>,
     pub created_by: Option<i64>,
-    /// queued | running | succeeded | failed | cancelled
-    pub state: String,
+    pub state: JobState,
     /// extracting | chunking | embedding | storing | searchable (ingest) | extracted (knowledge
     /// extraction) | failed | cancelled | queued
     pub stage: String,
@@ -55,26 +54,30 @@ impl JobEvent {
             kind: job.kind.clone(),
             corpus_id: job.corpus_id,
             created_by: job.created_by,
-            state: job.state.clone(),
-            stage: job.stage.clone().unwrap_or_else(|| job.state.clone()),
+            state: job.state,
+            stage: job
+                .stage
+                .clone()
+                .unwrap_or_else(|| job.state.as_str().to_owned()),
             done: num("done"),
             total: num("total"),
             error: job.error.clone(),
-            result: if job.state == "succeeded" {
+            result: if job.state == JobState::Succeeded {
                 job.result.clone()
             } else {
                 None
             },
-            seq: match job.state.as_str() {
-                "succeeded" | "failed" | "cancelled" => i64::MAX,
-                _ => num("seq").unwrap_or(0),
+            seq: if job.state.is_terminal() {
+                i64::MAX
+            } else {
+                num("seq").unwrap_or(0)
             },
             private: job_is_private(job),
         }
     }
 
     pub fn is_terminal(&self) -> bool {
-        matches!(self.state.as_str(), "succeeded" | "failed" | "cancelled")
+        self.state.is_terminal()
     }
 }
 

@@ -261,19 +261,12 @@ impl KgRunner {
     }
 
     async fn requester(&self, job: &Job, p: &KgPayload) -> Result<Principal, JobError> {
-        let user = self
-            .store
-            .user(p.requested_by)
+        self.store
+            .member(job.team_id, p.requested_by)
             .await?
-            .filter(|u| u.team_id == job.team_id)
-            .ok_or_else(|| JobError::Permanent("the requesting user no longer exists".into()))?;
-        Ok(Principal {
-            user_id: user.id,
-            team_id: job.team_id,
-            role: crate::store::role_of(&user).map_err(|e| JobError::Permanent(e.to_string()))?,
-            name: user.name,
-            token_id: 0,
-        })
+            .ok_or_else(|| {
+                JobError::Permanent("the requesting user is no longer in the team".into())
+            })
     }
 
     /// One document under the team's limits: a concurrency permit, then a place in the
@@ -441,8 +434,7 @@ impl Runner for KgRunner {
     }
 
     async fn run(&self, job: &Job, ctx: &JobContext) -> Result<Json, JobError> {
-        let payload: KgPayload = serde_json::from_value(job.payload.clone())
-            .map_err(|e| JobError::Permanent(format!("invalid kg_extract payload: {e}")))?;
+        let payload: KgPayload = crate::jobs::payload_of(job)?;
         let p = self.requester(job, &payload).await?;
         let docs = self
             .store

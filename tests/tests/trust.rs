@@ -778,7 +778,7 @@ async fn delete_keeps_the_blob_a_queued_job_needs(backend: Backend) {
         )
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(job.state, "queued");
+    assert_eq!(job.state.as_str(), "queued");
     let path = cairn.blobs.path_of(&blob.storage_uri);
     assert!(path.is_file(), "{}", path.display());
     s.gql_ok(
@@ -842,7 +842,8 @@ async fn large_job_events_cross_notify() {
     .await
     .unwrap_or_else(|_| panic!("the large event never arrived (NOTIFY refused it)"));
     assert_eq!(
-        got.state, "queued",
+        got.state.as_str(),
+        "queued",
         "the stored state, read through the reference"
     );
     s.stop().await;

@@ -169,6 +169,17 @@ pub struct JobProgress {
     pub total: Option<i64>,
 }
 
+/// Where a job is in its life (lowercase in the database).
+#[derive(Enum, Copy, Clone, Debug, PartialEq, Eq)]
+#[graphql(name = "JobState", remote = "entity::prelude::JobState")]
+pub enum GqlJobState {
+    Queued,
+    Running,
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
 /// A durable background job (ingestion, extraction).
 pub struct GqlJob {
     pub job: entity::prelude::Job,
@@ -184,9 +195,8 @@ impl GqlJob {
     async fn kind(&self) -> &str {
         &self.job.kind
     }
-    /// QUEUED, RUNNING, SUCCEEDED, FAILED or CANCELLED (lowercase in the database).
-    async fn state(&self) -> String {
-        self.job.state.to_uppercase()
+    async fn state(&self) -> GqlJobState {
+        self.job.state.into()
     }
     /// Ingest: extracting → chunking → embedding → storing → searchable; knowledge extraction:
     /// extracting → extracted (either may end failed or cancelled).
@@ -236,7 +246,7 @@ pub struct GqlJobEvent {
     pub job_id: ID,
     pub kind: String,
     pub corpus_id: Option<ID>,
-    pub state: String,
+    pub state: GqlJobState,
     pub stage: String,
     pub done: Option<i64>,
     pub total: Option<i64>,
@@ -251,7 +261,7 @@ impl From<JobEvent> for GqlJobEvent {
             job_id: ID(e.job_id.to_string()),
             kind: e.kind,
             corpus_id: e.corpus_id.map(|c| ID(c.to_string())),
-            state: e.state.to_uppercase(),
+            state: e.state.into(),
             stage: e.stage,
             done: e.done,
             total: e.total,

@@ -80,23 +80,16 @@ pub struct IngestRunner {
 
 impl IngestRunner {
     fn payload(job: &Job) -> Result<IngestPayload, JobError> {
-        serde_json::from_value(job.payload.clone())
-            .map_err(|e| JobError::Permanent(format!("invalid ingest payload: {e}")))
+        crate::jobs::payload_of(job)
     }
 
     async fn owner(&self, job: &Job, p: &IngestPayload) -> Result<Principal, JobError> {
-        let user = self
-            .store
-            .user(p.owner_id)
+        self.store
+            .member(job.team_id, p.owner_id)
             .await?
-            .ok_or_else(|| JobError::Permanent("the uploading user no longer exists".into()))?;
-        Ok(Principal {
-            user_id: user.id,
-            team_id: job.team_id,
-            role: crate::store::role_of(&user).map_err(|e| JobError::Permanent(e.to_string()))?,
-            name: user.name,
-            token_id: 0,
-        })
+            .ok_or_else(|| {
+                JobError::Permanent("the uploading user is no longer in the team".into())
+            })
     }
 
     /// Extraction off the async runtime, bounded in time: the media type sniffed from the bytes
@@ -309,7 +302,7 @@ impl Runner for IngestRunner {
             };
             match kg.new_job(job.team_id) {
                 Ok(j) => {
-                    if let Err(e) = self.store.enqueue_job(j).await {
+                    if let Err(e) = ctx.submit(j).await {
                         tracing::warn!(error = %e, "automatic knowledge extraction not queued");
                     }
                 }

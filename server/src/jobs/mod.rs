@@ -15,13 +15,13 @@ use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use chrono::Duration;
-use entity::prelude::Job;
+use entity::prelude::{Job, JobState};
 use serde_json::{json, Value as Json};
 use tokio::sync::{watch, Notify};
 use tracing::Instrument;
 
 use crate::events::{Bus, Event, EventKind, JobEvent};
-use crate::store::jobs::Finish;
+use crate::store::jobs::{Finish, NewJob};
 use crate::store::{Store, StoreError};
 
 /// Why a job attempt stopped without a result.
@@ -61,6 +61,7 @@ pub trait Runner: Send + Sync + 'static {
 pub struct JobContext {
     store: Store,
     bus: Bus,
+    wake: Arc<Notify>,
     owner: String,
     lease: Duration,
     job: Job,
@@ -75,7 +76,37 @@ fn retry_seq(attempts: i32) -> i64 {
     i64::from(attempts) * SEQ_PER_ATTEMPT + SEQ_PER_ATTEMPT - 1
 }
 
+/// A job's payload as its kind's type. One that does not parse fails the job for good with
+/// a message naming the kind; a job never runs on defaults.
+pub fn payload_of<T: serde::de::DeserializeOwned>(job: &Job) -> Result<T, JobError> {
+    serde_json::from_value(job.payload.clone())
+        .map_err(|e| JobError::Permanent(format!("invalid {} payload: {e}", job.kind)))
+}
+
+/// The one way to queue a job: insert it, publish its `queued` event (subscribers of `jobs`
+/// see it at once), wake an idle worker. The service, the CLI and the runners (an ingest that
+/// queues its automatic knowledge extraction) all come through here.
+pub async fn submit(
+    store: &Store,
+    bus: &Bus,
+    wake: &Notify,
+    job: NewJob,
+) -> Result<Job, StoreError> {
+    let job = store.enqueue_job(job).await?;
+    bus.publish(Event {
+        team_id: job.team_id,
+        kind: EventKind::Job(snapshot(&job)),
+    });
+    wake.notify_waiters();
+    Ok(job)
+}
+
 impl JobContext {
+    /// Queues another job from inside this one ([`submit`]).
+    pub async fn submit(&self, job: NewJob) -> Result<Job, JobError> {
+        Ok(submit(&self.store, &self.bus, &self.wake, job).await?)
+    }
+
     /// Records and publishes a stage (with `done`/`total` when counting). Fails with
     /// [`JobError::Stopped`] when the job was cancelled or its lease taken over.
     pub async fn progress(
@@ -94,7 +125,15 @@ impl JobContext {
             return Err(JobError::Stopped);
         }
         publish(
-            &self.bus, &self.job, "running", stage, done, total, None, None, seq,
+            &self.bus,
+            &self.job,
+            JobState::Running,
+            stage,
+            done,
+            total,
+            None,
+            None,
+            seq,
         );
         Ok(())
     }
@@ -104,7 +143,7 @@ impl JobContext {
 fn publish(
     bus: &Bus,
     job: &Job,
-    state: &str,
+    state: JobState,
     stage: &str,
     done: Option<i64>,
     total: Option<i64>,
@@ -119,7 +158,7 @@ fn publish(
             kind: job.kind.clone(),
             corpus_id: job.corpus_id,
             created_by: job.created_by,
-            state: state.to_owned(),
+            state,
             stage: stage.to_owned(),
             done,
             total,
@@ -208,6 +247,11 @@ impl Queue {
 
     pub fn wake(&self) {
         self.wake.notify_waiters();
+    }
+
+    /// Queues a job ([`submit`]) and wakes this queue's workers.
+    pub async fn submit(&self, store: &Store, bus: &Bus, job: NewJob) -> Result<Job, StoreError> {
+        submit(store, bus, &self.wake, job).await
     }
 
     /// Stops the workers after their current job step.
@@ -302,6 +346,7 @@ impl Worker {
         let ctx = JobContext {
             store: self.store.clone(),
             bus: self.bus.clone(),
+            wake: self.wake.clone(),
             owner: self.owner.clone(),
             lease,
             job: job.clone(),
@@ -350,12 +395,12 @@ impl Worker {
             Err(JobError::Stopped) => {
                 tracing::info!("job stopped (cancelled or taken over)");
                 if let Ok(Some(now)) = self.store.job(job.id).await {
-                    if now.state == "cancelled" {
+                    if now.state == JobState::Cancelled {
                         runner.on_failed(&now).await;
                         publish(
                             &self.bus,
                             &now,
-                            "cancelled",
+                            JobState::Cancelled,
                             "cancelled",
                             None,
                             None,
@@ -401,7 +446,7 @@ impl Worker {
                     publish(
                         &self.bus,
                         &job,
-                        "queued",
+                        JobState::Queued,
                         "queued",
                         None,
                         None,
@@ -429,13 +474,13 @@ impl Worker {
 
     async fn finish(&self, job: &Job, how: Finish, result: Option<Json>, error: Option<String>) {
         let (state, stage) = match &how {
-            Finish::Succeeded { stage, .. } => ("succeeded", *stage),
-            Finish::Retry { .. } => ("queued", "queued"),
-            Finish::Failed { .. } => ("failed", "failed"),
+            Finish::Succeeded { stage, .. } => (JobState::Succeeded, *stage),
+            Finish::Retry { .. } => (JobState::Queued, "queued"),
+            Finish::Failed { .. } => (JobState::Failed, "failed"),
         };
         match self.store.finish_job(job.id, &self.owner, how).await {
             Ok(true) => {
-                let seq = if state == "queued" {
+                let seq = if state == JobState::Queued {
                     retry_seq(job.attempts)
                 } else {
                     i64::MAX
@@ -444,6 +489,103 @@ impl Worker {
             }
             Ok(false) => tracing::info!("job was cancelled or taken over before it finished"),
             Err(e) => tracing::error!(error = %e, "recording the end of a job failed"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::IngestPayload;
+    use crate::knowledge::KgPayload;
+
+    fn job(kind: &str, payload: Json) -> Job {
+        let now = chrono::Utc::now();
+        Job {
+            id: 1,
+            team_id: 1,
+            corpus_id: None,
+            kind: kind.into(),
+            payload,
+            state: JobState::Running,
+            stage: None,
+            progress: json!({}),
+            attempts: 1,
+            max_attempts: 3,
+            run_after: now,
+            error: None,
+            result: None,
+            result_delivered_at: None,
+            lease_owner: None,
+            lease_until: None,
+            created_by: Some(1),
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    fn refused<T: serde::de::DeserializeOwned>(j: &Job) -> String {
+        match payload_of::<T>(j) {
+            Err(JobError::Permanent(m)) => m,
+            Err(e) => panic!("a bad payload must fail for good, not {e:?}"),
+            Ok(_) => panic!("a bad payload was accepted: {}", j.payload),
+        }
+    }
+
+    /// An ingest payload that does not parse fails the job, naming the kind; it never runs
+    /// with defaults (a missing owner, visibility or blob is not filled in).
+    #[test]
+    fn a_bad_ingest_payload_fails_the_job() {
+        let good = IngestPayload {
+            content_hash: "ab".repeat(32),
+            storage_uri: "blobs/ab/x.md".into(),
+            size: 3,
+            filename: "x.md".into(),
+            title: "x".into(),
+            corpus_id: 1,
+            owner_id: 1,
+            visibility: "private".into(),
+            document_id: None,
+            source_url: None,
+        };
+        let ok = job(
+            crate::ingest::KIND,
+            serde_json::to_value(&good).unwrap_or_default(),
+        );
+        assert!(payload_of::<IngestPayload>(&ok).is_ok());
+        for bad in [
+            json!(null),
+            json!("x"),
+            json!({}),
+            json!({ "content_hash": "ab", "filename": "x.md" }),
+            json!({ "owner_id": "one" }),
+        ] {
+            let msg = refused::<IngestPayload>(&job(crate::ingest::KIND, bad));
+            assert!(msg.starts_with("invalid ingest payload"), "{msg}");
+        }
+        let mut missing_visibility = serde_json::to_value(&good).unwrap_or_default();
+        if let Some(o) = missing_visibility.as_object_mut() {
+            o.remove("visibility");
+        }
+        refused::<IngestPayload>(&job(crate::ingest::KIND, missing_visibility));
+    }
+
+    /// The same for knowledge extraction: no requester, no run.
+    #[test]
+    fn a_bad_kg_extract_payload_fails_the_job() {
+        let ok = job(
+            crate::knowledge::KIND,
+            json!({ "requested_by": 3, "corpus_id": null, "document_ids": [1, 2] }),
+        );
+        assert!(payload_of::<KgPayload>(&ok).is_ok());
+        for bad in [
+            json!(null),
+            json!({}),
+            json!({ "requested_by": "admin" }),
+            json!({ "requested_by": 3, "document_ids": "all" }),
+        ] {
+            let msg = refused::<KgPayload>(&job(crate::knowledge::KIND, bad));
+            assert!(msg.starts_with("invalid kg_extract payload"), "{msg}");
         }
     }
 }

@@ -9,7 +9,7 @@ use futures_util::Stream;
 use tokio_stream::wrappers::BroadcastStream;
 use tokio_stream::StreamExt;
 
-use entity::prelude::{ContentBlob, Corpus, Document, DocumentVersion, Job};
+use entity::prelude::{ContentBlob, Corpus, Document, DocumentVersion, Job, JobState};
 use serde_json::Value as Json;
 
 use super::{Cairn, ServiceError, ServiceResult};
@@ -171,13 +171,7 @@ impl Cairn {
         let new_job = payload
             .new_job(p.team_id, p.user_id)
             .map_err(|e| ServiceError::Internal(e.to_string()))?;
-        let job = self.store.enqueue_job(new_job).await?;
-        self.bus.publish(Event {
-            team_id: p.team_id,
-            kind: EventKind::Job(snapshot(&job)),
-        });
-        self.queue.wake();
-        Ok(job)
+        Ok(self.queue.submit(&self.store, &self.bus, new_job).await?)
     }
 
     /// The web-page path: text given inline, stored as a Markdown blob, same job.
@@ -386,7 +380,7 @@ impl Cairn {
     pub async fn job_once(&self, p: &Principal, id: i64) -> ServiceResult<(Job, Option<Json>)> {
         let job = self.visible_job(p, id).await?;
         // A redacted job (someone else's private upload) never consumes the one delivery.
-        let result = if job.state == "succeeded"
+        let result = if job.state == JobState::Succeeded
             && job.result.is_some()
             && self.store.take_job_result(id).await?
         {

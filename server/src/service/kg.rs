@@ -11,8 +11,6 @@ use super::search::EntityHit;
 use super::{Cairn, ServiceError, ServiceResult};
 use crate::auth::Principal;
 use crate::domain::{self, search as rules, Capability, InvalidInput};
-use crate::events::{Event, EventKind};
-use crate::jobs::snapshot;
 use crate::knowledge::{KgLimits, KgPayload, QUOTA_WINDOW_HOURS};
 use crate::store::kg::{KgEntity, KgMention, KgRelation};
 
@@ -98,13 +96,7 @@ impl Cairn {
         let new_job = payload
             .new_job(p.team_id)
             .map_err(|e| ServiceError::Internal(e.to_string()))?;
-        let job = self.store.enqueue_job(new_job).await?;
-        self.bus.publish(Event {
-            team_id: p.team_id,
-            kind: EventKind::Job(snapshot(&job)),
-        });
-        self.queue.wake();
-        Ok(job)
+        Ok(self.queue.submit(&self.store, &self.bus, new_job).await?)
     }
 
     /// One page of visible entities. Without `q`: by id (keyset after `after.id`). With `q`:

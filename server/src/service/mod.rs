@@ -176,13 +176,7 @@ impl Cairn {
             return Err(AuthError::InvalidToken.into());
         }
         self.store.touch_token(&token).await?;
-        Ok(Principal {
-            user_id: user.id,
-            team_id: user.team_id,
-            role: store::role_of(&user)?,
-            name: user.name,
-            token_id: token.id,
-        })
+        Ok(store::principal_of(&user, token.id)?)
     }
 
     /// On an empty database: creates the default team, its owner and a login token, and

@@ -73,7 +73,7 @@ impl Store {
             corpus_id: Set(j.corpus_id),
             kind: Set(j.kind),
             payload: Set(j.payload),
-            state: Set("queued".into()),
+            state: Set(JobState::Queued),
             stage: Set(Some("queued".into())),
             progress: Set(serde_json::json!({})),
             attempts: Set(0),

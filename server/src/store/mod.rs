@@ -626,3 +626,26 @@ pub fn role_of(user: &User) -> StoreResult<Role> {
         .parse()
         .map_err(|e: crate::domain::ParseEnumError| StoreError::Corrupt(e.to_string()))
 }
+
+/// The one way to turn a user row into a principal (`token_id` 0 for work done on a user's
+/// behalf without a token: jobs, the command line).
+pub fn principal_of(user: &User, token_id: i64) -> StoreResult<Principal> {
+    Ok(Principal {
+        user_id: user.id,
+        team_id: user.team_id,
+        role: role_of(user)?,
+        name: user.name.clone(),
+        token_id,
+    })
+}
+
+impl Store {
+    /// A user of `team_id` as a principal acting without a token; `None` when the user no
+    /// longer exists or is not in that team.
+    pub async fn member(&self, team_id: i64, user_id: i64) -> StoreResult<Option<Principal>> {
+        match self.user(user_id).await? {
+            Some(u) if u.team_id == team_id => Ok(Some(principal_of(&u, 0)?)),
+            _ => Ok(None),
+        }
+    }
+}
