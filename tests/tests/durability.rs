@@ -46,6 +46,8 @@ fn spawn(bin: &PathBuf, data: &std::path::Path, db: Option<&str>, port: u16) -> 
         .env("CAIRN_DATA_DIR", data)
         .env("CAIRN_BIND", format!("127.0.0.1:{port}"))
         .env("CAIRN_JOB_LEASE_SECS", "3")
+        // The tests search in tight loops; the rate limit has its own test.
+        .env("CAIRN_SEARCH_RATE", "0")
         .env("CAIRN_CONSOLE_DIR", repo_root().join("frontend/dist"))
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
@@ -353,7 +355,8 @@ async fn event_listener_ends_on_stop_postgres() {
 }
 
 /// Issue 12: the README's own path. `cairn serve` runs (its vector index already loaded by a
-/// search) and `cairn ingest` loads a folder into the same `./data`. The CLI exits, with a
+/// search) and `cairn ingest` loads a folder (8 short notes and 60 real news articles) into
+/// the same `./data`. The CLI exits, with a
 /// summary, however the jobs were shared between its workers and the server's; the running
 /// server's search finds what the CLI stored, without a restart; a failing file makes the CLI
 /// exit non-zero with its reason.
@@ -425,6 +428,26 @@ async fn cli_ingest_beside_a_running_server() {
         )
         .unwrap_or_else(|e| panic!("{e}"));
     }
+    // And 60 real news articles nobody here wrote (gensim's lee_background.cor, fetched by
+    // the test command), one file each.
+    let lee_path = std::env::var("CAIRN_TEST_LEE_CORPUS").unwrap_or_else(|_| {
+        panic!("CAIRN_TEST_LEE_CORPUS is not set: run scripts/fetch-eval-texts.sh (the README's test command does)")
+    });
+    let lee_text = std::fs::read_to_string(&lee_path).unwrap_or_else(|e| panic!("{lee_path}: {e}"));
+    let lee: Vec<(String, String)> = lee_text
+        .lines()
+        .filter(|l| l.split_whitespace().count() >= 40)
+        .take(60)
+        .enumerate()
+        .map(|(i, l)| (format!("lee-{i:03}"), l.trim().to_owned()))
+        .collect();
+    assert_eq!(lee.len(), 60);
+    std::fs::create_dir(src.path().join("news")).unwrap_or_else(|e| panic!("{e}"));
+    for (name, text) in &lee {
+        std::fs::write(src.path().join("news").join(format!("{name}.txt")), text)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let files = topics.len() + lee.len();
     let run = |dir: PathBuf| {
         let mut cmd = Command::new(&bin);
         cmd.args(["ingest", "--corpus", "wiki"])
@@ -476,13 +499,15 @@ async fn cli_ingest_beside_a_running_server() {
     let (ok, err) = run(src.path().to_path_buf());
     assert!(ok, "cairn ingest failed: {err}");
     assert!(
-        err.contains("8 files") && err.contains("8 new") && err.contains("0 failed"),
+        err.contains(&format!("{files} files"))
+            && err.contains(&format!("{files} new"))
+            && err.contains("0 failed"),
         "no summary: {err}"
     );
     // The subscriber on the server saw every job the CLI queued end `searchable`, whichever
     // process ran it (SQLite's bus does not cross processes; the subscription polls).
     let mut searchable = std::collections::BTreeSet::new();
-    while searchable.len() < topics.len() {
+    while searchable.len() < files {
         let m = ws_next(&mut ws)
             .await
             .unwrap_or_else(|c| panic!("socket closed ({c:?}); saw {searchable:?}"));
@@ -537,6 +562,31 @@ async fn cli_ingest_beside_a_running_server() {
             r["data"]["search"]["results"][0]["documentTitle"], name,
             "{r}"
         );
+    }
+    // Each article, asked for by its opening 40 words (inside its first chunk), is among the
+    // first five in every mode.
+    let top5 = "query($q: String!, $m: SearchMode!) { search(query: $q, mode: $m, topK: 5) { results { documentTitle } } }";
+    for (name, text) in &lee {
+        let q: String = text
+            .split_whitespace()
+            .take(40)
+            .collect::<Vec<_>>()
+            .join(" ");
+        for mode in ["VECTOR", "LEXICAL", "HYBRID"] {
+            let r = gql(&url, &token, top5, json!({ "q": q, "m": mode })).await;
+            let titles: Vec<&str> = r["data"]["search"]["results"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|h| h["documentTitle"].as_str())
+                        .collect()
+                })
+                .unwrap_or_default();
+            assert!(
+                titles.contains(&name.as_str()),
+                "{mode} search on the running server missed {name} for {q:?}: {titles:?} {r}"
+            );
+        }
     }
     // A failing file: non-zero status, its reason in the summary.
     let bad = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
