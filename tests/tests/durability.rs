@@ -13,7 +13,10 @@ use futures_util::SinkExt;
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
-both_backends!(sigkill_while_embedding_then_restart);
+both_backends!(
+    sigkill_while_embedding_then_restart,
+    cli_ingest_beside_a_running_server
+);
 
 /// The `cairn` binary cargo built next to this test.
 fn cairn_bin() -> PathBuf {
@@ -360,19 +363,37 @@ async fn event_listener_ends_on_stop_postgres() {
 /// summary, however the jobs were shared between its workers and the server's; the running
 /// server's search finds what the CLI stored, without a restart; a failing file makes the CLI
 /// exit non-zero with its reason.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cli_ingest_beside_a_running_server() {
+async fn cli_ingest_beside_a_running_server(b: Backend) {
     require_model();
     let model = std::env::var("CAIRN_EMBED_MODEL").unwrap_or_default();
     let bin = cairn_bin();
     let data = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("{e}"));
+    let db = match b {
+        Backend::Postgres => Some(fresh_pg_database().await.0),
+        Backend::Sqlite => None,
+    };
+    let free_port = || {
+        TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let port = free_port();
     let url = format!("http://127.0.0.1:{port}");
-    let _server = spawn(&bin, data.path(), None, port);
+    let _server = spawn(&bin, data.path(), db.as_deref(), port);
     wait_healthy(&url).await;
+    // On PostgreSQL a second server shares the database (scale-out); the searches below ask
+    // it, so what the CLI stored is checked on an instance that neither ran nor watched it.
+    let (_second, check_url) = match &db {
+        Some(_) => {
+            let port2 = free_port();
+            let url2 = format!("http://127.0.0.1:{port2}");
+            let second = spawn(&bin, data.path(), db.as_deref(), port2);
+            wait_healthy(&url2).await;
+            (Some(second), url2)
+        }
+        None => (None, url.clone()),
+    };
     let token = std::fs::read_to_string(data.path().join("initial-token"))
         .unwrap_or_else(|e| panic!("{e}"))
         .trim()
@@ -455,9 +476,12 @@ async fn cli_ingest_beside_a_running_server() {
             .env("CAIRN_DATA_DIR", data.path())
             .env("CAIRN_EMBED_MODEL", &model)
             .env("RUST_LOG", "warn")
-            .env_remove("DATABASE_URL")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        match &db {
+            Some(u) => cmd.env("DATABASE_URL", u),
+            None => cmd.env_remove("DATABASE_URL"),
+        };
         let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
         // Bounded: before the fix the CLI never exited when the server took some jobs.
         let deadline = std::time::Instant::now() + Duration::from_secs(300);
@@ -519,7 +543,7 @@ async fn cli_ingest_beside_a_running_server() {
     // The running server sees every document the CLI stored, without a restart.
     for (name, text) in topics {
         for mode in ["VECTOR", "LEXICAL", "HYBRID"] {
-            let r = gql(&url, &token, search, json!({ "q": text, "m": mode })).await;
+            let r = gql(&check_url, &token, search, json!({ "q": text, "m": mode })).await;
             assert_eq!(
                 r["data"]["search"]["results"][0]["documentTitle"], name,
                 "the running server's {mode} search did not find what the CLI stored: {r}"
@@ -573,7 +597,7 @@ async fn cli_ingest_beside_a_running_server() {
             .collect::<Vec<_>>()
             .join(" ");
         for mode in ["VECTOR", "LEXICAL", "HYBRID"] {
-            let r = gql(&url, &token, top5, json!({ "q": q, "m": mode })).await;
+            let r = gql(&check_url, &token, top5, json!({ "q": q, "m": mode })).await;
             let titles: Vec<&str> = r["data"]["search"]["results"]
                 .as_array()
                 .map(|a| {
