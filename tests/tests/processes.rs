@@ -138,3 +138,46 @@ async fn job_progress_follows_a_job_another_instance_runs() {
     b.stop().await;
     a.stop().await;
 }
+
+/// Dedup by content, not by name: the same bytes uploaded as `notes.txt` and as `notes` are
+/// one document and one file on disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn same_bytes_under_another_name_are_one_document() {
+    require_model();
+    let s = TestServer::start(Backend::Sqlite).await;
+    let corpus = s.create_corpus(&s.owner_token, "notes").await;
+    let bytes = b"Quarterly notes.\n\nThe turbine inspection moved to March.".to_vec();
+    let mut results = Vec::new();
+    for name in ["notes.txt", "notes"] {
+        let events = s
+            .upload_watched(&s.owner_token, &corpus, name, bytes.clone())
+            .await;
+        let last = events.last().cloned().unwrap_or_default();
+        assert_eq!(last["stage"], "searchable", "{name}: {events:?}");
+        results.push(last["result"].clone());
+    }
+    assert_eq!(results[0]["duplicate"], false, "{results:?}");
+    assert_eq!(results[1]["duplicate"], true, "{results:?}");
+    assert_eq!(
+        results[0]["documentId"], results[1]["documentId"],
+        "{results:?}"
+    );
+    // One file for the two uploads.
+    let mut files = Vec::new();
+    let mut dirs = vec![s.config.data_dir.join("blobs")];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .flatten()
+        {
+            let p = e.path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else {
+                files.push(p);
+            }
+        }
+    }
+    assert_eq!(files.len(), 1, "{files:?}");
+    s.stop().await;
+}

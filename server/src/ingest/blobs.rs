@@ -1,6 +1,8 @@
-//! Content-addressed blob files: `blobs/<hash[:2]>/<hash><ext>`, written atomically (temp file
-//! in the same directory, fsync, rename), so a crash never leaves a partial blob under its
-//! final name.
+//! Content-addressed blob files: `blobs/<hash[:2]>/<hash>`, written atomically (temp file in
+//! the same directory, fsync, rename), so a crash never leaves a partial blob under its final
+//! name. The content hash alone names a file: the same bytes uploaded as `notes.txt` and as
+//! `notes` are one file (the upload's name travels in the job, for format detection). Rows
+//! written before this rule keep the paths they have.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -49,12 +51,7 @@ impl BlobStore {
 
     /// Streams `reader` into the store, hashing as it goes, refusing past `limit` bytes
     /// (nothing is left behind then). Blocking: call from a blocking thread.
-    pub fn write(
-        &self,
-        mut reader: impl Read,
-        ext: &str,
-        limit: u64,
-    ) -> Result<StoredBlob, BlobError> {
+    pub fn write(&self, mut reader: impl Read, limit: u64) -> Result<StoredBlob, BlobError> {
         std::fs::create_dir_all(&self.root)?;
         let tmp = self.root.join(format!(
             ".partial.{}.{:016x}",
@@ -80,7 +77,7 @@ impl BlobStore {
             }
             file.sync_all()?;
             let hash = hex::encode(hasher.finalize());
-            let rel = format!("blobs/{}/{}{}", &hash[..2], hash, ext);
+            let rel = format!("blobs/{}/{}", &hash[..2], hash);
             let dest = self.data_dir().join(&rel);
             if let Some(dir) = dest.parent() {
                 std::fs::create_dir_all(dir)?;
@@ -135,16 +132,6 @@ pub fn sanitize_filename(raw: &str) -> String {
     }
 }
 
-/// The extension kept on the blob (lowercase, from the sanitized name, at most 10 chars).
-pub fn extension_of(filename: &str) -> String {
-    match filename.rsplit_once('.') {
-        Some((stem, ext)) if !stem.is_empty() && !ext.is_empty() && ext.len() <= 10 => {
-            format!(".{}", ext.to_ascii_lowercase())
-        }
-        _ => String::new(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,9 +148,6 @@ mod tests {
         assert_eq!(sanitize_filename(""), "upload");
         assert_eq!(sanitize_filename("dir/"), "upload");
         assert_eq!(sanitize_filename("Résumé.docx"), "R_sum_.docx");
-        assert_eq!(extension_of("report.PDF"), ".pdf");
-        assert_eq!(extension_of(".bashrc"), "");
-        assert_eq!(extension_of("noext"), "");
     }
 
     #[test]
@@ -171,10 +155,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let store = BlobStore::new(dir.path());
         let a = store
-            .write(&b"hello"[..], ".txt", 100)
+            .write(&b"hello"[..], 100)
             .unwrap_or_else(|e| panic!("{e}"));
         let b = store
-            .write(&b"hello"[..], ".txt", 100)
+            .write(&b"hello"[..], 100)
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(a.storage_uri, b.storage_uri);
         assert!(a
@@ -186,7 +170,7 @@ mod tests {
         );
         let big = vec![7u8; 1000];
         assert!(matches!(
-            store.write(&big[..], ".bin", 999),
+            store.write(&big[..], 999),
             Err(BlobError::TooLarge { .. })
         ));
         // Nothing but the one blob (and its shard directory) is left.

@@ -17,7 +17,7 @@ use crate::auth;
 use crate::auth::{AuthError, Principal};
 use crate::domain::{self, Capability, InvalidInput, Visibility};
 use crate::events::{job_is_private, Event, EventKind, JobEvent};
-use crate::ingest::blobs::{extension_of, sanitize_filename, BlobError};
+use crate::ingest::blobs::{sanitize_filename, BlobError};
 use crate::ingest::{may_replace, IngestPayload};
 use crate::jobs::snapshot;
 
@@ -134,9 +134,8 @@ impl Cairn {
                 .ok_or(ServiceError::NotFound("document"))?;
         }
         let blobs = self.blobs.clone();
-        let ext = extension_of(&filename);
         let limit = self.settings.max_upload_bytes;
-        let stored = tokio::task::spawn_blocking(move || blobs.write(content, &ext, limit))
+        let stored = tokio::task::spawn_blocking(move || blobs.write(content, limit))
             .await
             .map_err(|e| ServiceError::Internal(e.to_string()))?
             .map_err(|e| match e {
