@@ -27,7 +27,6 @@ use tower_http::services::{ServeDir, ServeFile};
 use tower_http::trace::TraceLayer;
 
 use crate::auth::{self, AuthError};
-use crate::events::{Event, EventKind};
 use crate::graphql::{self, error, CairnSchema};
 use crate::service::{Cairn, ServiceError, Session};
 use metrics::Metrics;
@@ -263,9 +262,9 @@ const WS_RECHECK_EVERY: Duration = Duration::from_secs(5);
 /// The close code for a socket whose token was revoked (or became invalid) while open.
 const WS_REVOKED: u16 = 4401;
 
-/// One socket: the GraphQL protocol over it, and three ways it closes with [`WS_REVOKED`]:
-/// an operation found the token revoked ([`Session::principal`]), the bus announced the
-/// token's revocation (this instance or, on PostgreSQL, any other), or the periodic re-check.
+/// One socket: the GraphQL protocol over it; it closes with [`WS_REVOKED`] when its session
+/// ends: an operation found the token revoked ([`Session::principal`]), or the session's
+/// watch did ([`Session::watch`]: the bus's revocation event, or the periodic re-check).
 async fn serve_ws(s: HttpState, protocol: WebSocketProtocols, socket: WebSocket) {
     let session = Session::new();
     let (mut sink, stream) = socket.split();
@@ -285,10 +284,20 @@ async fn serve_ws(s: HttpState, protocol: WebSocketProtocols, socket: WebSocket)
             move |payload| async move { ws_authenticate(cairn, init, payload).await },
         ),
     );
-    let mut events = s.cairn.bus.subscribe();
-    let mut bus_open = true;
-    let mut recheck = tokio::time::interval(WS_RECHECK_EVERY);
-    recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    // The session's token, watched while the socket is open (see `Session::watch`).
+    let (stop_watch, watch_stopped) = tokio::sync::oneshot::channel::<()>();
+    {
+        let session = session.clone();
+        let cairn = s.cairn.clone();
+        tokio::spawn(async move {
+            session
+                .watch(&cairn, WS_RECHECK_EVERY, async {
+                    let _ = watch_stopped.await;
+                })
+                .await;
+        });
+    }
+    let _stop_watch = stop_watch;
     loop {
         tokio::select! {
             out = ws.next() => match out {
@@ -317,21 +326,6 @@ async fn serve_ws(s: HttpState, protocol: WebSocketProtocols, socket: WebSocket)
                     })))
                     .await;
                 return;
-            }
-            ev = events.recv(), if bus_open => match ev {
-                Ok(Event { kind: EventKind::TokenRevoked(id), .. })
-                    if session.token_id() == Some(id) =>
-                {
-                    session.close();
-                }
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => bus_open = false,
-                _ => {}
-            },
-            _ = recheck.tick() => {
-                if session.token_id().is_some() {
-                    // Closes the session when the token no longer authenticates.
-                    let _ = session.principal(&s.cairn).await;
-                }
             }
         }
     }

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Cairn, ServiceError, ServiceResult};
 use crate::auth::{AuthError, Principal};
+use crate::events::{Event, EventKind};
 
 /// How long a session trusts its last token check.
 pub const RECHECK_AFTER: Duration = Duration::from_secs(1);
@@ -97,5 +98,43 @@ impl Session {
     /// Resolves once the session is closed.
     pub async fn closed(&self) {
         self.closed.cancelled().await;
+    }
+
+    /// Watches the session's token for as long as the session lives: the bus's
+    /// `TokenRevoked` for it (this instance, and the others on PostgreSQL) closes it at once;
+    /// an idle session also checks its token every `every` (a revocation by another process
+    /// on SQLite reaches no bus). Ends when the session closes or `done` fires.
+    pub async fn watch(
+        &self,
+        cairn: &Cairn,
+        every: Duration,
+        done: impl std::future::Future<Output = ()>,
+    ) {
+        let mut events = cairn.bus.subscribe();
+        let mut bus_open = true;
+        let mut recheck = tokio::time::interval(every);
+        recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        tokio::pin!(done);
+        loop {
+            tokio::select! {
+                () = &mut done => return,
+                () = self.closed() => return,
+                ev = events.recv(), if bus_open => match ev {
+                    Ok(Event { kind: EventKind::TokenRevoked(id), .. })
+                        if self.token_id() == Some(id) =>
+                    {
+                        self.close();
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => bus_open = false,
+                    _ => {}
+                },
+                _ = recheck.tick() => {
+                    if self.token_id().is_some() {
+                        // Closes the session when the token no longer authenticates.
+                        let _ = self.principal(cairn).await;
+                    }
+                }
+            }
+        }
     }
 }
