@@ -49,6 +49,15 @@ pub struct Options<'a> {
 /// How often the jobs table is read while waiting.
 pub(crate) const POLL: std::time::Duration = std::time::Duration::from_millis(250);
 
+/// The progress bars' look (local and `--server` loads alike).
+pub(crate) fn bar_style() -> Result<ProgressStyle, String> {
+    Ok(
+        ProgressStyle::with_template("{prefix:30!} [{bar:30}] {pos:>4}/{len:4} {msg}")
+            .map_err(|e| e.to_string())?
+            .progress_chars("=> "),
+    )
+}
+
 /// How a bulk load went.
 #[derive(Default)]
 pub(crate) struct Summary {
@@ -160,9 +169,7 @@ pub async fn ingest(
     };
 
     let bars = MultiProgress::new();
-    let style = ProgressStyle::with_template("{prefix:30!} [{bar:30}] {pos:>4}/{len:4} {msg}")
-        .map_err(|e| e.to_string())?
-        .progress_chars("=> ");
+    let style = bar_style()?;
     let started = std::time::Instant::now();
     let mut pending: HashMap<i64, (ProgressBar, String)> = HashMap::new();
     let mut refused: Vec<(String, String)> = Vec::new();

@@ -7,10 +7,10 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar};
 use serde_json::{json, Value};
 
-use crate::bulk::{collect, Summary, POLL};
+use crate::bulk::{bar_style, collect, Summary, POLL};
 
 struct Api {
     http: reqwest::Client,
@@ -143,9 +143,7 @@ pub async fn ingest(
 
     let started = std::time::Instant::now();
     let bars = MultiProgress::new();
-    let style = ProgressStyle::with_template("{prefix:30!} [{bar:30}] {pos:>4}/{len:4} {msg}")
-        .map_err(|e| e.to_string())?
-        .progress_chars("=> ");
+    let style = bar_style()?;
     let mut summary = Summary::default();
     let mut pending: HashMap<i64, (ProgressBar, String)> = HashMap::new();
     for f in &files {

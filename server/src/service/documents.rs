@@ -24,6 +24,8 @@ use crate::jobs::snapshot;
 /// How often a subscription reads the stored jobs where the event bus does not cross
 /// processes (SQLite).
 pub const JOB_POLL: std::time::Duration = std::time::Duration::from_millis(500);
+/// The most changed jobs one poll reads.
+const JOB_POLL_PAGE: u64 = 500;
 
 /// Ends a stream right after its first terminal event (without waiting for another).
 fn until_terminal(
@@ -316,6 +318,7 @@ impl Cairn {
             async move {
                 tokio::time::sleep(JOB_POLL).await;
                 let now = chrono::Utc::now();
+                let mut next = now - chrono::Duration::seconds(1);
                 let jobs = match job {
                     Some(id) => cairn
                         .store
@@ -323,10 +326,20 @@ impl Cairn {
                         .await
                         .map(|j| j.into_iter().collect::<Vec<_>>()),
                     None => {
-                        cairn
+                        let page = cairn
                             .store
-                            .team_jobs_changed_since(who.team_id, since, 500)
-                            .await
+                            .team_jobs_changed_since(who.team_id, since, JOB_POLL_PAGE)
+                            .await;
+                        // A full page: the next poll goes on from its last change rather
+                        // than skipping what did not fit.
+                        if let Ok(jobs) = &page {
+                            if jobs.len() as u64 == JOB_POLL_PAGE {
+                                if let Some(last) = jobs.last() {
+                                    next = last.updated_at;
+                                }
+                            }
+                        }
+                        page
                     }
                 };
                 let events: Vec<JobEvent> = match jobs {
@@ -347,8 +360,9 @@ impl Cairn {
                         Vec::new()
                     }
                 };
-                // A little overlap: a change committed with an older clock is not missed.
-                Some((events, now - chrono::Duration::seconds(1)))
+                // A little overlap (`next` is a second back): a change committed with an
+                // older clock is not missed.
+                Some((events, next))
             }
         });
         let polled =

@@ -364,11 +364,12 @@ impl Store {
                     *state = Some((Arc::clone(&ix), latest));
                     return Ok(ix);
                 }
-                // Too far behind (the change rows it needs were pruned): read it afresh.
+                // Too far behind (the change rows it needs were pruned), or the update failed:
+                // read it afresh.
                 Ok(false) => {}
                 Err(e) => {
+                    tracing::error!(error = %e, "vector index catch-up failed; reading it afresh");
                     *state = None;
-                    return Err(e);
                 }
             }
         }
