@@ -32,6 +32,14 @@ log "evaluation texts (gensim's lee_background.cor, from the PyPI wheel) ..."
 CAIRN_TEST_LEE_CORPUS=$(bash scripts/fetch-eval-texts.sh)
 export CAIRN_TEST_LEE_CORPUS
 
+log "second evaluation corpus (The Debian Administrator's Handbook, from Debian's debian-handbook package) ..."
+CAIRN_TEST_HANDBOOK=$(bash scripts/fetch-eval-docs.sh)
+export CAIRN_TEST_HANDBOOK
+
+log "reference retrieval pipeline (rank_bm25, sentence-transformers on Debian's CPU torch) ..."
+CAIRN_PEER_PYTHON=$(bash scripts/peer-python.sh)
+export CAIRN_PEER_PYTHON
+
 log "small instruct model for the local knowledge extractor (SmolLM2-135M, from PyPI) ..."
 CAIRN_KG_LOCAL_MODEL=$(bash kg/fetch-local-model.sh)
 export CAIRN_KG_LOCAL_MODEL

@@ -11,6 +11,7 @@ pub use sea_orm_migration::prelude::*;
 mod m20261129_000001_init;
 mod m20261202_000002_descriptions;
 mod m20261202_000003_index_changes;
+mod m20261202_000004_bm25;
 
 /// The SQL of one migration for the connected backend (SQLite or PostgreSQL).
 pub(crate) fn sql_for<'a>(
@@ -37,6 +38,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261129_000001_init::Migration),
             Box::new(m20261202_000002_descriptions::Migration),
             Box::new(m20261202_000003_index_changes::Migration),
+            Box::new(m20261202_000004_bm25::Migration),
         ]
     }
 }

@@ -20,7 +20,7 @@ use crate::events::Bus;
 use crate::graphql;
 use crate::http::{self, metrics::Metrics, HttpState};
 use crate::ingest::blobs::BlobStore;
-use crate::ingest::{self, IngestRunner, IngestSettings};
+use crate::ingest::{IngestRunner, IngestSettings};
 use crate::jobs::{Queue, QueueConfig, Runner};
 use crate::service::{Bootstrap, Cairn, Models, ServiceError};
 use crate::store::{Store, StoreError, Tuning};
@@ -55,6 +55,19 @@ pub async fn open_store(cfg: &Config) -> Result<Store, StoreError> {
     )
     .await?;
     store.migrate().await?;
+    // Chunks stored before the lexical postings existed (migration 4) are indexed once. A
+    // failure (another process backfilling the same rows at the same moment) is not fatal:
+    // the next start finishes the work.
+    match store.backfill_lexical().await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(
+            documents = n,
+            "lexical postings written for older documents"
+        ),
+        Err(e) => {
+            tracing::warn!(error = %e, "lexical backfill stopped; it resumes at the next start")
+        }
+    }
     Ok(store)
 }
 
@@ -163,8 +176,8 @@ async fn build_core(cfg: &Config, embedder: Option<Embedder>) -> Result<Cairn, S
         cfg.kg_limits(),
     );
     let mut runners: HashMap<&'static str, Arc<dyn Runner>> = HashMap::new();
-    runners.insert(ingest::KIND, Arc::new(ingest));
-    runners.insert(crate::knowledge::KIND, Arc::new(kg));
+    runners.insert(crate::jobs::INGEST, Arc::new(ingest));
+    runners.insert(crate::jobs::KG_EXTRACT, Arc::new(kg));
     let queue = Queue::start(
         store.clone(),
         bus.clone(),
@@ -186,6 +199,7 @@ async fn build_core(cfg: &Config, embedder: Option<Embedder>) -> Result<Cairn, S
     )
     .with_kg_limits(cfg.kg_limits())
     .with_search_limit(cfg.search_limit())
+    .with_bm25(cfg.bm25())
     .with_models(Models {
         embedder,
         chat: llm_client(cfg, cfg.llm_chat())?,

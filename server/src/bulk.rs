@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use cairn::app;
 use cairn::config::Config;
 use cairn::domain::{Role, Visibility};
+use cairn::jobs::{IngestResult, JobResult};
 use cairn::service::{UploadRequest, DEFAULT_TEAM};
 use entity::prelude::JobState;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
@@ -69,13 +70,14 @@ pub(crate) struct Summary {
 
 impl Summary {
     /// Counts a succeeded job's result (`duplicate`, `chunkCount`).
-    pub(crate) fn succeeded(&mut self, result: &serde_json::Value) {
-        if result["duplicate"].as_bool() == Some(true) {
+    /// A succeeded ingest; `None` when its result was delivered elsewhere (counted as new).
+    pub(crate) fn succeeded(&mut self, result: Option<&IngestResult>) {
+        if result.is_some_and(|r| r.duplicate) {
             self.duplicate += 1;
         } else {
             self.new += 1;
         }
-        self.chunks += result["chunkCount"].as_u64().unwrap_or(0);
+        self.chunks += result.map_or(0, |r| u64::try_from(r.chunk_count).unwrap_or(0));
     }
 
     /// Prints the summary and the failures; `Err` when any file failed.
@@ -249,10 +251,10 @@ pub async fn ingest(
             let Some((bar, name)) = pending.remove(&id) else {
                 continue;
             };
-            match (job.state, &job.result) {
-                (JobState::Succeeded, Some(r)) => {
-                    summary.succeeded(r);
-                    bar.finish_with_message(r["message"].as_str().unwrap_or("done").to_owned());
+            match (job.state, JobResult::of(&job.kind, job.result.as_ref())) {
+                (JobState::Succeeded, Some(JobResult::Ingest(r))) => {
+                    summary.succeeded(Some(&r));
+                    bar.finish_with_message(r.message.clone());
                 }
                 (state, _) => {
                     let reason = job

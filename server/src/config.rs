@@ -232,6 +232,23 @@ pub struct Config {
     #[arg(long, env = "CAIRN_SEARCH_BURST", default_value_t = 40, global = true)]
     pub search_burst: u32,
 
+    /// BM25's term-frequency saturation `k1` for the lexical channel (Lucene's default).
+    #[arg(long, env = "CAIRN_BM25_K1", default_value_t = 1.2, global = true)]
+    pub bm25_k1: f64,
+
+    /// BM25's length normalization `b` (0: none, 1: full; Lucene's default 0.75).
+    #[arg(long, env = "CAIRN_BM25_B", default_value_t = 0.75, global = true)]
+    pub bm25_b: f64,
+
+    /// How many body occurrences a term's occurrence in a chunk's heading counts as.
+    #[arg(
+        long,
+        env = "CAIRN_LEXICAL_HEADING_WEIGHT",
+        default_value_t = 2.0,
+        global = true
+    )]
+    pub lexical_heading_weight: f64,
+
     /// Log format on stderr.
     #[arg(long, env = "CAIRN_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
     pub log_format: LogFormat,
@@ -319,6 +336,9 @@ impl Config {
             kg_daily_docs: 2000,
             search_rate: 10.0,
             search_burst: 40,
+            bm25_k1: 1.2,
+            bm25_b: 0.75,
+            lexical_heading_weight: 2.0,
             log_format: LogFormat::Text,
         }
     }
@@ -336,6 +356,15 @@ impl Config {
         crate::service::RateLimit {
             per_second: self.search_rate.max(0.0),
             burst: self.search_burst.max(1),
+        }
+    }
+
+    /// The lexical channel's BM25 parameters (out-of-range values are clamped).
+    pub fn bm25(&self) -> crate::domain::lexical::Bm25 {
+        crate::domain::lexical::Bm25 {
+            k1: self.bm25_k1.max(0.0),
+            b: self.bm25_b.clamp(0.0, 1.0),
+            heading_weight: self.lexical_heading_weight.max(0.0),
         }
     }
 

@@ -89,12 +89,10 @@ pub enum EventKind {
     TokenRevoked(i64),
 }
 
-/// Whether a job concerns a private upload (its payload says `"visibility": "private"`).
+/// Whether a job concerns a private upload (typed: [`crate::jobs::JobKind::is_private`]); a
+/// row that does not parse counts as private, so nothing about it is shown to others.
 pub fn job_is_private(job: &Job) -> bool {
-    job.payload
-        .get("visibility")
-        .and_then(serde_json::Value::as_str)
-        == Some("private")
+    crate::jobs::JobKind::of(job).map_or(true, |k| k.is_private())
 }
 
 /// A NOTIFY payload at most this long is sent whole; a longer job event is sent as a reference.

@@ -4,7 +4,7 @@
 //! [`Store::store_extraction`]. Progress is `extracting k/n` on the job events; cancellation
 //! is noticed at the next progress report (after each document). A document that cannot be
 //! read or extracted is recorded in the result as failed and never stops the run; a
-//! succeeded run ends in stage [`SUCCEEDED_STAGE`].
+//! succeeded run ends in stage `extracted` ([`JobKind::succeeded_stage`]).
 //!
 //! Per-team limits ([`KgLimits`]):
 //! - **Concurrency.** A team has at most `team_concurrency` documents in extraction at once,
@@ -27,19 +27,15 @@ use async_trait::async_trait;
 use cairn_kg::{Extractor, ExtractorError, Reply};
 use entity::prelude::Job;
 use futures_util::stream::{self, StreamExt};
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Value as Json};
 
 use crate::auth::Principal;
-use crate::jobs::{JobContext, JobError, Runner};
-use crate::store::jobs::NewJob;
+use crate::jobs::{
+    JobContext, JobError, JobKind, JobResult, KgFailure, KgPayload, KgResult, Runner,
+};
 use crate::store::Store;
 
-pub const KIND: &str = "kg_extract";
 /// Documents per run (seed 001: "≤ 40 objects/run").
 pub const MAX_DOCS_PER_RUN: u64 = 40;
-/// The stage a succeeded run ends in (ingest ends `searchable`).
-pub const SUCCEEDED_STAGE: &str = "extracted";
 /// The window of the per-team document quota.
 pub const QUOTA_WINDOW_HOURS: i64 = 24;
 
@@ -66,27 +62,6 @@ impl KgLimits {
     /// The start of the quota window that ends now.
     pub fn window_start() -> chrono::DateTime<chrono::Utc> {
         chrono::Utc::now() - chrono::Duration::hours(QUOTA_WINDOW_HOURS)
-    }
-}
-
-/// What `extractKnowledge` hands to the job.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct KgPayload {
-    pub requested_by: i64,
-    pub corpus_id: Option<i64>,
-    pub document_ids: Option<Vec<i64>>,
-}
-
-impl KgPayload {
-    pub fn new_job(&self, team_id: i64) -> Result<NewJob, serde_json::Error> {
-        Ok(NewJob {
-            team_id,
-            corpus_id: self.corpus_id,
-            kind: KIND.to_owned(),
-            payload: serde_json::to_value(self)?,
-            created_by: Some(self.requested_by),
-            max_attempts: 3,
-        })
     }
 }
 
@@ -429,12 +404,13 @@ pub fn anchor_text(e: &cairn_kg::Entity) -> String {
 
 #[async_trait]
 impl Runner for KgRunner {
-    fn succeeded_stage(&self) -> &'static str {
-        SUCCEEDED_STAGE
-    }
-
-    async fn run(&self, job: &Job, ctx: &JobContext) -> Result<Json, JobError> {
-        let payload: KgPayload = crate::jobs::payload_of(job)?;
+    async fn run(&self, job: &Job, kind: JobKind, ctx: &JobContext) -> Result<JobResult, JobError> {
+        let JobKind::KgExtract(payload) = kind else {
+            return Err(JobError::Permanent(format!(
+                "not a knowledge extraction: {}",
+                kind.name()
+            )));
+        };
         let p = self.requester(job, &payload).await?;
         let docs = self
             .store
@@ -453,7 +429,7 @@ impl Runner for KgRunner {
             .map(|(id, version)| self.one(job, &p, &gate, &quota_spent, id, version))
             .buffer_unordered(self.limits.team_concurrency);
         let (mut done, mut left, mut entities, mut relations) = (0i64, 0i64, 0usize, 0usize);
-        let mut failed: Vec<Json> = Vec::new();
+        let mut failed: Vec<KgFailure> = Vec::new();
         while let Some(o) = outcomes.next().await {
             done += 1;
             match o {
@@ -468,7 +444,10 @@ impl Runner for KgRunner {
                 DocOutcome::Failed {
                     document_id,
                     reason,
-                } => failed.push(json!({ "documentId": document_id, "reason": reason })),
+                } => failed.push(KgFailure {
+                    document_id,
+                    reason,
+                }),
             }
             // Also the cancellation check between documents.
             ctx.progress("extracting", Some(done), Some(total)).await?;
@@ -483,16 +462,17 @@ impl Runner for KgRunner {
                 self.limits.daily_docs
             ));
         }
-        Ok(json!({
-            "documents": total,
-            "extracted": extracted,
-            "failed": failed,
-            "left": left,
-            "quotaReached": left > 0,
-            "entities": entities,
-            "relations": relations,
-            "extractor": self.extractor.name(),
-            "message": message,
+        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        Ok(JobResult::KgExtract(KgResult {
+            documents: count(total),
+            extracted: count(extracted),
+            failed,
+            left: count(left),
+            quota_reached: left > 0,
+            entities: entities as u64,
+            relations: relations as u64,
+            extractor: self.extractor.name().to_owned(),
+            message,
         }))
     }
 }

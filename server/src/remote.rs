@@ -10,6 +10,8 @@ use std::path::PathBuf;
 use indicatif::{MultiProgress, ProgressBar};
 use serde_json::{json, Value};
 
+use cairn::jobs::IngestResult;
+
 use crate::bulk::{bar_style, collect, Summary, POLL};
 
 struct Api {
@@ -194,14 +196,13 @@ pub async fn ingest(
             let Some((bar, name)) = pending.remove(&id) else {
                 continue;
             };
+            // The API's `result` is an ingest's typed result (delivered to this first read).
             if state == "SUCCEEDED" {
-                summary.succeeded(&job["result"]);
-                bar.finish_with_message(
-                    job["result"]["message"]
-                        .as_str()
-                        .unwrap_or("done")
-                        .to_owned(),
-                );
+                // The API's `result` is an ingest's typed result, delivered to the first read
+                // after success (this one); a job someone else read first has none.
+                let r = serde_json::from_value::<IngestResult>(job["result"].clone()).ok();
+                summary.succeeded(r.as_ref());
+                bar.finish_with_message(r.map_or_else(|| "done".to_owned(), |r| r.message));
             } else {
                 let reason = job["error"].as_str().unwrap_or(state).to_owned();
                 bar.abandon_with_message(format!("{}: {reason}", state.to_lowercase()));

@@ -724,8 +724,9 @@ async fn common_section(
             .row("Store::vector_channel (k=300, noisy centroids)"),
     );
     let lexical = time_async(QUERIES, |i| async move {
+        let terms = cairn::domain::lexical::Analyzer::new().query_terms(&b.texts[i]);
         let hits = store
-            .lexical_channel(p, None, &b.texts[i], DEPTH)
+            .lexical_channel(p, None, &terms, Default::default(), DEPTH)
             .await
             .unwrap_or_else(|e| panic!("lexical channel: {e}"));
         std::hint::black_box(hits);

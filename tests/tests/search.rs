@@ -16,7 +16,7 @@ both_backends!(
     search_all_and_knowledge_summary,
     index_follows_every_change,
     bad_search_input_is_refused,
-    lexical_channel_matches_most_of_a_long_query,
+    lexical_channel_ranks_by_bm25,
 );
 
 const SEARCH: &str = "query($q: String!, $m: SearchMode! = HYBRID, $k: Int! = 10, $c: [ID!]) { search(query: $q, mode: $m, topK: $k, corpusIds: $c) { mode relevance topScore meanScore notices results { chunkId documentId corpusId documentTitle version chunkIndex section page content score vectorRank lexicalRank fusedScore document { id title } } } }";
@@ -497,43 +497,107 @@ async fn bad_search_input_is_refused(backend: Backend) {
     s.stop().await;
 }
 
-/// The lexical channel itself (not only the service's check afterwards) keeps to
-/// minimum-should-match: a 4-word query matches chunks holding 3 or 4 of the words, never one
-/// that shares a single word; a 1-word query still matches every chunk with the word.
-async fn lexical_channel_matches_most_of_a_long_query(backend: Backend) {
+/// The lexical channel is BM25 with no required term: a 4-word query ranks the chunk that
+/// holds all four words first, then the one with three, and still finds the chunk that shares
+/// one word (it is a candidate, ranked last); a stopword-only query finds nothing.
+async fn lexical_channel_ranks_by_bm25(backend: Backend) {
     require_model();
     let s = TestServer::start(backend).await;
     let corpus = s.create_corpus(&s.owner_token, "marmots").await;
     let all_four = "The granite marmot whistles at dawn near the cairn.";
     let three = "A granite marmot whistles loudly every evening.";
     let one = "A marmot sleeps through the long winter.";
-    for (title, text) in [("all four", all_four), ("three", three), ("one", one)] {
+    let none = "Ibex climb the scree above the glacier.";
+    for (title, text) in [
+        ("all four", all_four),
+        ("three", three),
+        ("one", one),
+        ("none", none),
+    ] {
         s.ingest_text(&s.owner_token, &corpus, title, text, "TEAM")
             .await;
     }
-    let p = s
-        .cairn()
-        .authenticate(&s.owner_token)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let store = &s.cairn().store;
-    let texts = |hits: Vec<cairn::store::search::LexicalHit>| -> Vec<String> {
-        hits.into_iter().map(|h| h.text).collect()
+    let titles = |r: &Value| -> Vec<String> {
+        r["results"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|h| h["documentTitle"].as_str().unwrap_or_default().to_owned())
+            .collect()
     };
-    let long = texts(
-        store
-            .lexical_channel(&p, None, "granite marmot whistles dawn", 300)
-            .await
-            .unwrap_or_else(|e| panic!("{e}")),
-    );
-    assert_eq!(long.len(), 2, "{long:?}");
-    assert!(long.iter().any(|t| t.contains(all_four)), "{long:?}");
-    assert!(long.iter().any(|t| t.contains(three)), "{long:?}");
-    assert!(!long.iter().any(|t| t.contains(one)), "{long:?}");
-    let short = store
-        .lexical_channel(&p, None, "marmot", 300)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(short.len(), 3);
+    let r = search(
+        &s,
+        &s.owner_token,
+        "granite marmot whistles dawn",
+        "LEXICAL",
+        10,
+    )
+    .await;
+    assert_eq!(titles(&r), vec!["all four", "three", "one"], "{r}");
+    let r = search(&s, &s.owner_token, "marmots", "LEXICAL", 10).await;
+    assert_eq!(titles(&r).len(), 3, "the stem matches every marmot: {r}");
+    let r = search(&s, &s.owner_token, "what is the", "LEXICAL", 10).await;
+    assert_eq!(titles(&r), Vec::<String>::new(), "{r}");
     s.stop().await;
+}
+
+/// Both backends hold the same postings and compute the same BM25, so the same documents
+/// ingested in the same order rank the same chunks in the same order, with the same scores'
+/// order (texts: the first 40 stories of lee_background.cor when it is there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lexical_ranking_is_the_same_on_both_backends() {
+    require_model();
+    let texts: Vec<String> = match std::env::var("CAIRN_TEST_LEE_CORPUS") {
+        Ok(path) => std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .take(40)
+            .map(str::to_owned)
+            .collect(),
+        Err(_) => vec![GLACIER.into(), BREAD.into(), ROCKETS.into()],
+    };
+    let queries = [
+        "hospital staff suspended",
+        "bomb shoes flight",
+        "fire fireworks shopping centre",
+        "Australian cricket test match",
+        "government minister said today",
+        "glacier ice",
+        "rocket nozzle exhaust",
+        "the police said a man was arrested",
+    ];
+    let mut rankings: Vec<Vec<Vec<(String, i64)>>> = Vec::new();
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let s = TestServer::start(backend).await;
+        let corpus = s.create_corpus(&s.owner_token, "same").await;
+        for (i, t) in texts.iter().enumerate() {
+            s.ingest_text(&s.owner_token, &corpus, &format!("doc-{i:02}"), t, "TEAM")
+                .await;
+        }
+        let mut per_query = Vec::new();
+        for q in queries {
+            let r = search(&s, &s.owner_token, q, "LEXICAL", 50).await;
+            let ranked: Vec<(String, i64)> = r["results"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|h| {
+                    (
+                        h["documentTitle"].as_str().unwrap_or_default().to_owned(),
+                        h["chunkIndex"].as_i64().unwrap_or(-1),
+                    )
+                })
+                .collect();
+            per_query.push(ranked);
+        }
+        rankings.push(per_query);
+        s.stop().await;
+    }
+    let mut compared = 0;
+    for (i, q) in queries.iter().enumerate() {
+        assert_eq!(rankings[0][i], rankings[1][i], "{q}: SQLite vs PostgreSQL");
+        compared += rankings[0][i].len();
+    }
+    assert!(compared >= 20, "too few hits to compare ({compared})");
 }

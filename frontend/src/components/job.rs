@@ -80,6 +80,12 @@ impl JobWatch {
                     self.fail(reason);
                     true
                 }
+                SubEvent::Complete if !self.is_over_untracked() => {
+                    // The stream ended before its terminal event reached us (a socket that
+                    // reconnected, a lagging subscriber): the stored state says how it ended.
+                    self.refresh(session, job_id.clone());
+                    false
+                }
                 SubEvent::Complete => true,
             };
             if over {
@@ -91,6 +97,32 @@ impl JobWatch {
             // The page is gone already.
             sub.cancel();
         }
+    }
+
+    fn is_over_untracked(&self) -> bool {
+        matches!(
+            self.state.try_get_untracked().as_deref(),
+            Some("SUCCEEDED" | "FAILED" | "CANCELLED")
+        )
+    }
+
+    /// Reads the job's stored state once (after a stream that ended early).
+    fn refresh(self, session: Session, job_id: String) {
+        leptos::task::spawn_local(async move {
+            let q = "query($id: ID!) { job(id: $id) { state stage error progress { done total } } }";
+            if let Ok(v) = session.gql::<Value>(q, json!({ "id": job_id })).await {
+                let job = &v["job"];
+                if let Some(state) = job["state"].as_str() {
+                    let _ = self.stage.try_set(job["stage"].as_str().unwrap_or_default().to_owned());
+                    let _ = self.done.try_set(job["progress"]["done"].as_i64());
+                    let _ = self.total.try_set(job["progress"]["total"].as_i64());
+                    if let Some(error) = job["error"].as_str() {
+                        let _ = self.error.try_set(Some(error.to_owned()));
+                    }
+                    let _ = self.state.try_set(state.to_owned());
+                }
+            }
+        });
     }
 
     /// Applies one `jobProgress` result; true when the job has ended.
@@ -123,7 +155,8 @@ impl JobWatch {
     /// knowledge extraction.
     pub fn percent(&self) -> f64 {
         let state = self.state.get();
-        if state == "SUCCEEDED" {
+        // A job's terminal stage is a full bar whatever else the last event said.
+        if state == "SUCCEEDED" || matches!(self.stage.get().as_str(), "searchable" | "extracted") {
             return 100.0;
         }
         let fraction = match (self.done.get(), self.total.get()) {

@@ -4,6 +4,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+pub mod lexical;
 pub mod search;
 
 /// A user's role inside their team. Ordered from most to least powerful.
@@ -122,7 +123,8 @@ impl fmt::Display for Role {
 
 /// Who may read a document besides its team: `team` (everyone in the team) or `private`
 /// (its owner only).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Visibility {
     Team,
     Private,

@@ -220,11 +220,7 @@ impl GqlJob {
         self.job.corpus_id.map(|c| ID(c.to_string()))
     }
     async fn filename(&self) -> Option<String> {
-        self.job
-            .payload
-            .get("filename")
-            .and_then(|v| v.as_str())
-            .map(str::to_owned)
+        crate::service::job_filename(&self.job)
     }
     /// The outcome (documentId, chunkCount, duplicate, reExtracted, extractable, message):
     /// delivered once, by the first `job` query after success; null afterwards.

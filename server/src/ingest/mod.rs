@@ -20,46 +20,15 @@ use cairn_embed::{BatchDone, Embedder};
 use cairn_extract::chunk::{chunk, ChunkConfig};
 use cairn_extract::{detect, extract, Limits};
 use entity::prelude::Job;
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Value as Json};
 
 use crate::auth::Principal;
 use crate::domain::Capability;
-use crate::jobs::{JobContext, JobError, Runner};
+use crate::jobs::{
+    IngestPayload, IngestResult, JobContext, JobError, JobKind, JobResult, KgPayload, Runner,
+};
 use crate::store::documents::{BlobRef, ChunkRow, StoreIngest, Target};
-use crate::store::jobs::NewJob;
 use crate::store::Store;
 use blobs::BlobStore;
-
-pub const KIND: &str = "ingest";
-
-/// What the upload hands to the job.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct IngestPayload {
-    pub content_hash: String,
-    pub storage_uri: String,
-    pub size: u64,
-    pub filename: String,
-    pub title: String,
-    pub corpus_id: i64,
-    pub owner_id: i64,
-    pub visibility: String,
-    pub document_id: Option<i64>,
-    pub source_url: Option<String>,
-}
-
-impl IngestPayload {
-    pub fn new_job(&self, team_id: i64, created_by: i64) -> Result<NewJob, serde_json::Error> {
-        Ok(NewJob {
-            team_id,
-            corpus_id: Some(self.corpus_id),
-            kind: KIND.to_owned(),
-            payload: serde_json::to_value(self)?,
-            created_by: Some(created_by),
-            max_attempts: 3,
-        })
-    }
-}
 
 /// Runs `ingest` jobs.
 pub struct IngestRunner {
@@ -79,10 +48,6 @@ pub struct IngestRunner {
 }
 
 impl IngestRunner {
-    fn payload(job: &Job) -> Result<IngestPayload, JobError> {
-        crate::jobs::payload_of(job)
-    }
-
     async fn owner(&self, job: &Job, p: &IngestPayload) -> Result<Principal, JobError> {
         self.store
             .member(job.team_id, p.owner_id)
@@ -163,12 +128,13 @@ fn result_message(filename: &str, re_extracted: bool, chunks: usize) -> String {
 
 #[async_trait::async_trait]
 impl Runner for IngestRunner {
-    fn succeeded_stage(&self) -> &'static str {
-        "searchable"
-    }
-
-    async fn run(&self, job: &Job, ctx: &JobContext) -> Result<Json, JobError> {
-        let p = Self::payload(job)?;
+    async fn run(&self, job: &Job, kind: JobKind, ctx: &JobContext) -> Result<JobResult, JobError> {
+        let JobKind::Ingest(p) = kind else {
+            return Err(JobError::Permanent(format!(
+                "not an ingest job: {}",
+                kind.name()
+            )));
+        };
         let owner = self.owner(job, &p).await?;
 
         // Dedup on content: a readable document with this content and chunks is the answer.
@@ -178,11 +144,8 @@ impl Runner for IngestRunner {
                 team_id: job.team_id,
                 corpus_id: p.corpus_id,
                 owner_id: p.owner_id,
-                // Never widened: a visibility that does not parse fails the job.
-                visibility: p
-                    .visibility
-                    .parse()
-                    .map_err(|e| JobError::Permanent(format!("invalid ingest payload: {e}")))?,
+                // Typed in the payload: one that does not parse failed the job already.
+                visibility: p.visibility,
                 title: p.title.clone(),
                 source_url: p.source_url.clone(),
             },
@@ -195,16 +158,18 @@ impl Runner for IngestRunner {
             {
                 if dup.document.chunk_count > 0 {
                     let d = dup.document;
-                    return Ok(json!({
-                        "documentId": d.id,
-                        "version": d.current_version,
-                        "chunkCount": d.chunk_count,
-                        "duplicate": true,
-                        "reExtracted": false,
-                        "extractable": true,
-                        "message": format!(
-                            "{} is already in Cairn as document {} ({} chunks): search it or read it there.",
-                            p.filename, d.id, d.chunk_count
+                    return Ok(JobResult::Ingest(IngestResult {
+                        document_id: d.id,
+                        version: d.current_version,
+                        chunk_count: i64::from(d.chunk_count),
+                        duplicate: true,
+                        re_extracted: false,
+                        extractable: true,
+                        message: format!(
+                            "{} is already in Cairn as document {} ({}): search it or read it there.",
+                            p.filename,
+                            d.id,
+                            chunk_count(usize::try_from(d.chunk_count).unwrap_or(0))
                         ),
                     }));
                 }
@@ -295,12 +260,12 @@ impl Runner for IngestRunner {
             })
             .await?;
         if self.auto_kg && n > 0 {
-            let kg = crate::knowledge::KgPayload {
+            let kg = KgPayload {
                 requested_by: p.owner_id,
                 corpus_id: None,
                 document_ids: Some(vec![doc.id]),
             };
-            match kg.new_job(job.team_id) {
+            match JobKind::KgExtract(kg).new_job(job.team_id, p.owner_id) {
                 Ok(j) => {
                     if let Err(e) = ctx.submit(j).await {
                         tracing::warn!(error = %e, "automatic knowledge extraction not queued");
@@ -309,19 +274,19 @@ impl Runner for IngestRunner {
                 Err(e) => tracing::warn!(error = %e, "automatic knowledge extraction not queued"),
             }
         }
-        Ok(json!({
-            "documentId": doc.id,
-            "version": version,
-            "chunkCount": n,
-            "duplicate": false,
-            "reExtracted": re_extracted,
-            "extractable": n > 0,
-            "message": result_message(&p.filename, re_extracted, n),
+        Ok(JobResult::Ingest(IngestResult {
+            document_id: doc.id,
+            version,
+            chunk_count: n as i64,
+            duplicate: false,
+            re_extracted,
+            extractable: n > 0,
+            message: result_message(&p.filename, re_extracted, n),
         }))
     }
 
-    async fn on_failed(&self, job: &Job) {
-        let Ok(p) = Self::payload(job) else { return };
+    async fn on_failed(&self, job: &Job, kind: &JobKind) {
+        let JobKind::Ingest(p) = kind else { return };
         // The blob stays while a row or another pending job uses it.
         match self.store.blob_row_exists(&p.content_hash).await {
             Ok(false) => {}

@@ -20,6 +20,13 @@ use serde_json::{json, Value as Json};
 use tokio::sync::{watch, Notify};
 use tracing::Instrument;
 
+mod kind;
+
+pub use kind::{
+    IngestPayload, IngestResult, JobKind, JobResult, KgFailure, KgPayload, KgResult, INGEST,
+    KG_EXTRACT,
+};
+
 use crate::events::{Bus, Event, EventKind, JobEvent};
 use crate::store::jobs::{Finish, NewJob};
 use crate::store::{Store, StoreError};
@@ -47,14 +54,12 @@ impl From<StoreError> for JobError {
 /// Runs jobs of one kind.
 #[async_trait::async_trait]
 pub trait Runner: Send + Sync + 'static {
-    async fn run(&self, job: &Job, ctx: &JobContext) -> Result<Json, JobError>;
-
-    /// The stage a succeeded job of this kind ends in (ingest: `searchable`; knowledge
-    /// extraction: `extracted`); stored with the result and sent on the terminal event.
-    fn succeeded_stage(&self) -> &'static str;
+    /// Runs one attempt of `job`, whose kind and payload are `kind` (already parsed: a row
+    /// that does not parse never reaches a runner).
+    async fn run(&self, job: &Job, kind: JobKind, ctx: &JobContext) -> Result<JobResult, JobError>;
 
     /// Called once when a job fails for good (clean up what it left behind).
-    async fn on_failed(&self, _job: &Job) {}
+    async fn on_failed(&self, _job: &Job, _kind: &JobKind) {}
 }
 
 /// What a running job may do: report progress (which also renews its lease).
@@ -74,13 +79,6 @@ const SEQ_PER_ATTEMPT: i64 = 1_000_000;
 /// The sequence number of the queued event after attempt `attempts` failed.
 fn retry_seq(attempts: i32) -> i64 {
     i64::from(attempts) * SEQ_PER_ATTEMPT + SEQ_PER_ATTEMPT - 1
-}
-
-/// A job's payload as its kind's type. One that does not parse fails the job for good with
-/// a message naming the kind; a job never runs on defaults.
-pub fn payload_of<T: serde::de::DeserializeOwned>(job: &Job) -> Result<T, JobError> {
-    serde_json::from_value(job.payload.clone())
-        .map_err(|e| JobError::Permanent(format!("invalid {} payload: {e}", job.kind)))
 }
 
 /// The one way to queue a job: insert it, publish its `queued` event (subscribers of `jobs`
@@ -309,8 +307,26 @@ impl Worker {
     }
 
     async fn attempt(&self, job: Job, lease: Duration) {
-        let Some(runner) = self.runners.get(job.kind.as_str()).cloned() else {
-            let error = format!("unknown job kind `{}`", job.kind);
+        // A row that does not parse (unknown kind, bad payload) fails for good, unrun.
+        let kind = match JobKind::of(&job) {
+            Ok(k) => k,
+            Err(e) => {
+                let error = e.to_string();
+                tracing::warn!(%error, "job refused");
+                self.finish(
+                    &job,
+                    Finish::Failed {
+                        error: error.clone(),
+                    },
+                    None,
+                    Some(error),
+                )
+                .await;
+                return;
+            }
+        };
+        let Some(runner) = self.runners.get(kind.name()).cloned() else {
+            let error = format!("no worker runs `{}` jobs here", kind.name());
             self.finish(
                 &job,
                 Finish::Failed {
@@ -331,7 +347,7 @@ impl Worker {
                     .map(|e| format!(": {e}"))
                     .unwrap_or_default()
             );
-            runner.on_failed(&job).await;
+            runner.on_failed(&job, &kind).await;
             self.finish(
                 &job,
                 Finish::Failed {
@@ -375,17 +391,18 @@ impl Worker {
             })
         };
         let outcome = tokio::select! {
-            r = runner.run(&job, &ctx) => r,
+            r = runner.run(&job, kind.clone(), &ctx) => r,
             _ = lost_rx.wait_for(|lost| *lost) => Err(JobError::Stopped),
         };
         keeper.abort();
         match outcome {
             Ok(result) => {
+                let result = result.to_json();
                 self.finish(
                     &job,
                     Finish::Succeeded {
                         result: result.clone(),
-                        stage: runner.succeeded_stage(),
+                        stage: kind.succeeded_stage(),
                     },
                     Some(result),
                     None,
@@ -396,7 +413,7 @@ impl Worker {
                 tracing::info!("job stopped (cancelled or taken over)");
                 if let Ok(Some(now)) = self.store.job(job.id).await {
                     if now.state == JobState::Cancelled {
-                        runner.on_failed(&now).await;
+                        runner.on_failed(&now, &kind).await;
                         publish(
                             &self.bus,
                             &now,
@@ -413,7 +430,7 @@ impl Worker {
             }
             Err(JobError::Permanent(error)) => {
                 tracing::warn!(%error, "job failed");
-                runner.on_failed(&job).await;
+                runner.on_failed(&job, &kind).await;
                 self.finish(
                     &job,
                     Finish::Failed {
@@ -458,7 +475,7 @@ impl Worker {
             }
             Err(JobError::Transient(error)) => {
                 let error = format!("gave up after {} attempts: {error}", job.attempts);
-                runner.on_failed(&job).await;
+                runner.on_failed(&job, &kind).await;
                 self.finish(
                     &job,
                     Finish::Failed {
@@ -489,103 +506,6 @@ impl Worker {
             }
             Ok(false) => tracing::info!("job was cancelled or taken over before it finished"),
             Err(e) => tracing::error!(error = %e, "recording the end of a job failed"),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::ingest::IngestPayload;
-    use crate::knowledge::KgPayload;
-
-    fn job(kind: &str, payload: Json) -> Job {
-        let now = chrono::Utc::now();
-        Job {
-            id: 1,
-            team_id: 1,
-            corpus_id: None,
-            kind: kind.into(),
-            payload,
-            state: JobState::Running,
-            stage: None,
-            progress: json!({}),
-            attempts: 1,
-            max_attempts: 3,
-            run_after: now,
-            error: None,
-            result: None,
-            result_delivered_at: None,
-            lease_owner: None,
-            lease_until: None,
-            created_by: Some(1),
-            created_at: now,
-            updated_at: now,
-        }
-    }
-
-    fn refused<T: serde::de::DeserializeOwned>(j: &Job) -> String {
-        match payload_of::<T>(j) {
-            Err(JobError::Permanent(m)) => m,
-            Err(e) => panic!("a bad payload must fail for good, not {e:?}"),
-            Ok(_) => panic!("a bad payload was accepted: {}", j.payload),
-        }
-    }
-
-    /// An ingest payload that does not parse fails the job, naming the kind; it never runs
-    /// with defaults (a missing owner, visibility or blob is not filled in).
-    #[test]
-    fn a_bad_ingest_payload_fails_the_job() {
-        let good = IngestPayload {
-            content_hash: "ab".repeat(32),
-            storage_uri: "blobs/ab/x.md".into(),
-            size: 3,
-            filename: "x.md".into(),
-            title: "x".into(),
-            corpus_id: 1,
-            owner_id: 1,
-            visibility: "private".into(),
-            document_id: None,
-            source_url: None,
-        };
-        let ok = job(
-            crate::ingest::KIND,
-            serde_json::to_value(&good).unwrap_or_default(),
-        );
-        assert!(payload_of::<IngestPayload>(&ok).is_ok());
-        for bad in [
-            json!(null),
-            json!("x"),
-            json!({}),
-            json!({ "content_hash": "ab", "filename": "x.md" }),
-            json!({ "owner_id": "one" }),
-        ] {
-            let msg = refused::<IngestPayload>(&job(crate::ingest::KIND, bad));
-            assert!(msg.starts_with("invalid ingest payload"), "{msg}");
-        }
-        let mut missing_visibility = serde_json::to_value(&good).unwrap_or_default();
-        if let Some(o) = missing_visibility.as_object_mut() {
-            o.remove("visibility");
-        }
-        refused::<IngestPayload>(&job(crate::ingest::KIND, missing_visibility));
-    }
-
-    /// The same for knowledge extraction: no requester, no run.
-    #[test]
-    fn a_bad_kg_extract_payload_fails_the_job() {
-        let ok = job(
-            crate::knowledge::KIND,
-            json!({ "requested_by": 3, "corpus_id": null, "document_ids": [1, 2] }),
-        );
-        assert!(payload_of::<KgPayload>(&ok).is_ok());
-        for bad in [
-            json!(null),
-            json!({}),
-            json!({ "requested_by": "admin" }),
-            json!({ "requested_by": 3, "document_ids": "all" }),
-        ] {
-            let msg = refused::<KgPayload>(&job(crate::knowledge::KIND, bad));
-            assert!(msg.starts_with("invalid kg_extract payload"), "{msg}");
         }
     }
 }

@@ -13,7 +13,7 @@ use cairn_llm::{Anonymizer, ChatMessage, ChatRequest, LlmClient};
 use super::search::{SearchHit, SearchRequest};
 use super::{Cairn, ServiceError, ServiceResult};
 use crate::auth::Principal;
-use crate::domain::search::lexical_terms;
+use crate::domain::lexical::Analyzer;
 use crate::domain::search::{Relevance, SearchMode};
 use crate::store::search::ChunkView;
 use crate::store::vindex::normalize;
@@ -211,11 +211,12 @@ impl Cairn {
                     .collect()
             }
             None => {
-                let terms = lexical_terms(question);
+                let analyzer = Analyzer::new();
+                let terms = analyzer.query_terms(question);
                 candidates
                     .iter()
                     .map(|(_, s)| {
-                        let words = lexical_terms(s);
+                        let words = analyzer.query_terms(s);
                         terms.iter().filter(|t| words.contains(t)).count() as f32
                     })
                     .collect()

@@ -16,10 +16,11 @@ use super::{Cairn, ServiceError, ServiceResult};
 use crate::auth;
 use crate::auth::{AuthError, Principal};
 use crate::domain::{self, Capability, InvalidInput, Visibility};
-use crate::events::{job_is_private, Event, EventKind, JobEvent};
+use crate::events::{Event, EventKind, JobEvent};
 use crate::ingest::blobs::{sanitize_filename, BlobError};
-use crate::ingest::{may_replace, IngestPayload};
+use crate::ingest::may_replace;
 use crate::jobs::snapshot;
+use crate::jobs::{IngestPayload, JobKind, JobResult};
 
 /// How often a subscription reads the stored jobs where the event bus does not cross
 /// processes (SQLite).
@@ -161,15 +162,11 @@ impl Cairn {
             title,
             corpus_id: corpus.id,
             owner_id: p.user_id,
-            visibility: req
-                .visibility
-                .unwrap_or(Visibility::Team)
-                .as_str()
-                .to_owned(),
+            visibility: req.visibility.unwrap_or(Visibility::Team),
             document_id: req.document_id,
             source_url: req.source_url,
         };
-        let new_job = payload
+        let new_job = JobKind::Ingest(payload)
             .new_job(p.team_id, p.user_id)
             .map_err(|e| ServiceError::Internal(e.to_string()))?;
         Ok(self.queue.submit(&self.store, &self.bus, new_job).await?)
@@ -220,15 +217,15 @@ impl Cairn {
         // The readable rule for the job's document as it is now (it may have turned private
         // or been deleted since: then nobody, its uploader included, reads its filename any
         // more); before the document exists, the visibility the upload asked for.
-        let document = job
-            .result
-            .as_ref()
-            .and_then(|r| r.get("documentId"))
-            .or_else(|| job.payload.get("document_id"))
-            .and_then(Json::as_i64);
+        let kind = JobKind::of(&job).ok();
+        let document = JobResult::of(&job.kind, job.result.as_ref())
+            .and_then(|r| r.document_id())
+            .or_else(|| kind.as_ref().and_then(JobKind::document_id));
+        // A row that does not parse shows nothing to others.
+        let private = kind.as_ref().is_none_or(JobKind::is_private);
         let details = match document {
             Some(d) => self.store.readable_document(p, d).await?.is_some(),
-            None => auth::can_see_job_details(p, job.created_by, job_is_private(&job)),
+            None => auth::can_see_job_details(p, job.created_by, private),
         };
         if !details {
             if let Some(o) = job.payload.as_object_mut() {
@@ -662,4 +659,12 @@ mod tests {
         assert!(!pages[0].starts_with("##"));
         assert_eq!(paginate(&[], 10), vec![String::new()]);
     }
+}
+
+/// The uploaded file's name of a job the caller may see, when it has one: read from the typed
+/// payload (a job [`Cairn::visible_job`] redacted has none).
+pub fn job_filename(job: &Job) -> Option<String> {
+    JobKind::of(job)
+        .ok()
+        .and_then(|k| k.filename().map(str::to_owned))
 }

@@ -11,7 +11,8 @@ use super::search::EntityHit;
 use super::{Cairn, ServiceError, ServiceResult};
 use crate::auth::Principal;
 use crate::domain::{self, search as rules, Capability, InvalidInput};
-use crate::knowledge::{KgLimits, KgPayload, QUOTA_WINDOW_HOURS};
+use crate::jobs::{JobKind, KgPayload};
+use crate::knowledge::{KgLimits, QUOTA_WINDOW_HOURS};
 use crate::store::kg::{KgEntity, KgMention, KgRelation};
 
 /// The most hops `neighbourhood` and `kgQuery` walk (seed 001, KG‑5).
@@ -93,8 +94,8 @@ impl Cairn {
             corpus_id,
             document_ids,
         };
-        let new_job = payload
-            .new_job(p.team_id)
+        let new_job = JobKind::KgExtract(payload)
+            .new_job(p.team_id, p.user_id)
             .map_err(|e| ServiceError::Internal(e.to_string()))?;
         Ok(self.queue.submit(&self.store, &self.bus, new_job).await?)
     }

@@ -60,7 +60,7 @@ mod limits;
 pub mod search;
 mod session;
 pub use answer::{AnswerOutcome, Citation, LlmUsage};
-pub use documents::{document_text_of, DocumentPage, UploadRequest, DOC_PAGE_CHARS};
+pub use documents::{document_text_of, job_filename, DocumentPage, UploadRequest, DOC_PAGE_CHARS};
 pub use limits::{RateLimit, RateLimiter};
 pub use session::{Session, RECHECK_AFTER};
 
@@ -96,6 +96,8 @@ pub struct Cairn {
     pub kg_limits: crate::knowledge::KgLimits,
     /// Per-user buckets for `search`, `searchAll` and `answer` (RATE_LIMITED when empty).
     pub search_limiter: RateLimiter,
+    /// The lexical channel's BM25 parameters.
+    pub bm25: crate::domain::lexical::Bm25,
 }
 
 pub const DEFAULT_TEAM: &str = "default";
@@ -119,7 +121,14 @@ impl Cairn {
             models: Models::default(),
             kg_limits: crate::knowledge::KgLimits::default(),
             search_limiter: RateLimiter::new(RateLimit::default()),
+            bm25: crate::domain::lexical::Bm25::default(),
         }
+    }
+
+    /// The same core with these BM25 parameters.
+    pub fn with_bm25(mut self, bm25: crate::domain::lexical::Bm25) -> Cairn {
+        self.bm25 = bm25;
+        self
     }
 
     /// The same core with this per-user search rate limit.

@@ -7,9 +7,10 @@ use entity::prelude::Document;
 
 use super::{Cairn, ServiceError, ServiceResult};
 use crate::auth::Principal;
+use crate::domain::lexical::Analyzer;
 use crate::domain::search::{self as rules, Fused, Relevance, SearchMode, CHANNEL_DEPTH};
 use crate::domain::{Capability, InvalidInput};
-use crate::store::search::{ChannelHit, ChunkView, LexicalHit};
+use crate::store::search::{ChannelHit, ChunkView};
 
 /// Largest `topK` accepted.
 pub const MAX_TOP_K: usize = 100;
@@ -110,15 +111,11 @@ impl Cairn {
             if mode == SearchMode::Vector {
                 return Ok(Vec::new());
             }
-            let terms = rules::lexical_terms(query);
-            let hits = self
-                .store
-                .lexical_channel(p, corpora, query, CHANNEL_DEPTH)
-                .await?;
+            let terms = Analyzer::new().query_terms(query);
             Ok::<_, ServiceError>(
-                hits.into_iter()
-                    .filter(|h| rules::coordination_ok(&terms, &h.text))
-                    .collect::<Vec<LexicalHit>>(),
+                self.store
+                    .lexical_channel(p, corpora, &terms, self.bm25, CHANNEL_DEPTH)
+                    .await?,
             )
         };
         let (v, l) = tokio::try_join!(vector, lexical)?;
@@ -278,7 +275,7 @@ impl Cairn {
 const NO_MODEL: &str =
     "no embedding model is loaded (set CAIRN_EMBED_MODEL or run scripts/fetch-model.sh)";
 
-fn fuse(mode: SearchMode, v: &[ChannelHit], l: &[LexicalHit]) -> Vec<Fused> {
+fn fuse(mode: SearchMode, v: &[ChannelHit], l: &[ChannelHit]) -> Vec<Fused> {
     let vector: Vec<(i64, f32)> = v.iter().map(|h| (h.chunk_id, h.score)).collect();
     let lexical: Vec<i64> = l.iter().map(|h| h.chunk_id).collect();
     match mode {

@@ -200,6 +200,19 @@ impl Store {
 
     /// Stores an ingested document, its version and chunks in one transaction.
     pub async fn store_ingest(&self, s: StoreIngest) -> StoreResult<(Document, i32)> {
+        // The lexical postings are computed before the transaction, off the async runtime.
+        let texts: Vec<(i32, Option<String>, String)> = s
+            .chunks
+            .iter()
+            .map(|c| (c.index, c.section.clone(), c.content.clone()))
+            .collect();
+        let lexical = tokio::task::spawn_blocking(move || {
+            super::lexical::analyze_chunks(
+                texts.iter().map(|(i, h, b)| (*i, h.as_deref(), b.as_str())),
+            )
+        })
+        .await
+        .map_err(|e| StoreError::Corrupt(format!("lexical analysis panicked: {e}")))?;
         let tx = self.connection().begin().await?;
         let blob_id = ensure_blob(&tx, &s.blob).await?;
         let now = Utc::now();
@@ -310,6 +323,7 @@ impl Store {
             }
             tx.execute_raw(q.build()).await?;
         }
+        super::lexical::index_document(&tx, doc.id, &lexical).await?;
         tx.commit().await?;
         self.sync_vector_index(&[doc.id]).await;
         Ok((doc, version))

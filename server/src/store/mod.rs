@@ -9,6 +9,7 @@
 pub mod documents;
 pub mod jobs;
 pub mod kg;
+pub mod lexical;
 pub mod readable;
 pub mod search;
 mod sql;

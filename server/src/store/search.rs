@@ -4,11 +4,7 @@
 //! | channel | PostgreSQL | SQLite |
 //! |---|---|---|
 //! | vector | pgvector HNSW (`<=>`, `vector_cosine_ops`), iterative scan, exact re-sort | [`VectorIndex`](super::vindex::VectorIndex) in memory |
-//! | lexical | `search_tsv @@` the seed's OR'd quoted lexemes, `ts_rank` with `{0.05,0.1,0.2,1.0}` | FTS5 `MATCH`, `bm25` with the heading weighted 10× the body |
-//!
-//! A lexical query of 3 to 11 terms matches only chunks that hold 75% of them (the
-//! minimum-should-match rule, [`msm_groups`]) on both backends, so neither ranks the many chunks
-//! that share one common word with it.
+//! | lexical | BM25 over Cairn's own postings, the same SQL on both backends: [`super::lexical`] | same |
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,33 +16,8 @@ use super::sql::Sql;
 use super::vindex::{DocMeta, VectorIndex};
 use super::{Store, StoreError, StoreResult};
 use crate::auth::{DocumentAccess, Principal};
-use crate::domain::search::{lexical_terms, msm_groups, MAX_LEXICAL_TERMS};
 use crate::domain::Visibility;
 
-/// `(a and b and c) or (a and b and d) …` over `groups` of term indexes, in a backend's
-/// syntax, each term written by `term`.
-fn boolean_query(
-    terms: &[String],
-    groups: &[Vec<usize>],
-    and: &str,
-    or: &str,
-    term: impl Fn(&str) -> String,
-) -> String {
-    groups
-        .iter()
-        .map(|g| {
-            let parts: Vec<String> = g.iter().map(|&i| term(&terms[i])).collect();
-            format!("({})", parts.join(&format!(" {and} ")))
-        })
-        .collect::<Vec<_>>()
-        .join(&format!(" {or} "))
-}
-
-/// The seed's heading weight tiers, in ts_rank's {D, C, B, A} order.
-const PG_LEXICAL_WEIGHTS: &str = "{0.05,0.1,0.2,1.0}";
-/// FTS5 bm25 column weights: (section, content).
-const FTS_SECTION_WEIGHT: f64 = 10.0;
-const FTS_CONTENT_WEIGHT: f64 = 1.0;
 /// Rows per page when the SQLite index is read from the database.
 const INDEX_LOAD_PAGE: i64 = 4096;
 
@@ -55,14 +26,6 @@ const INDEX_LOAD_PAGE: i64 = 4096;
 pub struct ChannelHit {
     pub chunk_id: i64,
     pub score: f32,
-}
-
-/// A lexical-channel hit with the chunk's heading and body (for the coordination rule).
-#[derive(Clone, Debug, PartialEq)]
-pub struct LexicalHit {
-    pub chunk_id: i64,
-    pub score: f32,
-    pub text: String,
 }
 
 /// A readable chunk with what a search result shows about its document.
@@ -174,88 +137,6 @@ impl Store {
             .collect()
     }
 
-    // ---- lexical channel -------------------------------------------------------------------
-
-    /// The `depth` best lexical matches for `query` among the chunks `p` may read, best first.
-    /// Terms are OR'd: a chunk matching any term is a candidate, ranked with the heading
-    /// weighted above the body.
-    pub async fn lexical_channel(
-        &self,
-        p: &Principal,
-        corpora: Option<&[i64]>,
-        query: &str,
-        depth: usize,
-    ) -> StoreResult<Vec<LexicalHit>> {
-        if depth == 0 || corpora.is_some_and(|c| c.is_empty()) {
-            return Ok(Vec::new());
-        }
-        let terms = lexical_terms(query);
-        if terms.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut q = Sql::new(self.backend());
-        match self.backend() {
-            DatabaseBackend::Postgres => {
-                // Three to eleven terms: minimum-should-match in the index (see `msm_groups`).
-                // Otherwise the seed's lexical_tsquery(): each lexeme of the query, normalized
-                // once by to_tsvector, individually quoted and OR'd, cast to tsquery (no second
-                // to_tsquery pass that would stem the stems again).
-                match msm_groups(terms.len()) {
-                    // Minimum-should-match as OR'ed AND-groups, parsed (and stemmed) once by
-                    // to_tsquery; the terms are letters and digits only.
-                    Some(groups) => {
-                        q.push("WITH lq AS (SELECT to_tsquery('english', ")
-                            .bind(boolean_query(&terms, &groups, "&", "|", |t| t.to_owned()))
-                            .push(") AS q) SELECT c.id");
-                    }
-                    None => {
-                        q.push("WITH lq AS (SELECT CAST(string_agg(quote_literal(t.lexeme), ' | ') AS tsquery) AS q FROM unnest(to_tsvector('english', ")
-                            .bind(terms.join(" "))
-                            .push(")) AS t) SELECT c.id");
-                    }
-                }
-                q.push(", CAST(ts_rank(CAST(")
-                    .bind(PG_LEXICAL_WEIGHTS)
-                    .push(" AS real[]), c.search_tsv, lq.q) AS REAL) AS r, COALESCE(c.section, '') || ' ' || c.content FROM lq, chunks c JOIN documents d ON d.id = c.document_id AND c.version = d.current_version WHERE lq.q IS NOT NULL AND c.search_tsv @@ lq.q");
-                push_corpora(&mut q, corpora);
-                q.push(" AND ");
-                Readable::new(p).push_documents(&mut q, "d");
-                q.push(" ORDER BY r DESC, c.id LIMIT ").bind(depth as i64);
-            }
-            _ => {
-                let quoted = |t: &str| format!("\"{t}\"");
-                let fts = match msm_groups(terms.len()) {
-                    Some(groups) => boolean_query(&terms, &groups, "AND", "OR", quoted),
-                    None => terms
-                        .iter()
-                        .map(|t| quoted(t))
-                        .collect::<Vec<_>>()
-                        .join(" OR "),
-                };
-                q.push("SELECT c.id, -bm25(chunks_fts, ")
-                    .push(&FTS_SECTION_WEIGHT.to_string())
-                    .push(", ")
-                    .push(&FTS_CONTENT_WEIGHT.to_string())
-                    .push(") AS r, COALESCE(c.section, '') || ' ' || c.content FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid JOIN documents d ON d.id = c.document_id AND c.version = d.current_version WHERE chunks_fts MATCH ")
-                    .bind(fts);
-                push_corpora(&mut q, corpora);
-                q.push(" AND ");
-                Readable::new(p).push_documents(&mut q, "d");
-                q.push(" ORDER BY r DESC, c.id LIMIT ").bind(depth as i64);
-            }
-        }
-        let rows = self.connection().query_all_raw(q.build()).await?;
-        rows.iter()
-            .map(|r| {
-                Ok(LexicalHit {
-                    chunk_id: r.try_get_by_index(0)?,
-                    score: read_f32(r, 1)?,
-                    text: r.try_get_by_index(2)?,
-                })
-            })
-            .collect()
-    }
-
     // ---- results ---------------------------------------------------------------------------
 
     /// The readable chunks among `ids` with their documents' titles (any order). One query.
@@ -298,7 +179,7 @@ impl Store {
         let words: Vec<String> = q
             .split_whitespace()
             .map(|w| w.to_lowercase())
-            .take(MAX_LEXICAL_TERMS)
+            .take(crate::domain::lexical::MAX_QUERY_TERMS)
             .collect();
         if words.is_empty() || limit == 0 {
             return Ok(Vec::new());
@@ -616,21 +497,5 @@ fn read_f32(r: &QueryResult, i: usize) -> StoreResult<f32> {
     match r.try_get_by_index::<f32>(i) {
         Ok(v) => Ok(v),
         Err(_) => Ok(r.try_get_by_index::<f64>(i)? as f32),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::domain::search::lexical_terms;
-
-    #[test]
-    fn terms_are_plain_words() {
-        assert_eq!(
-            lexical_terms("What is the \"ACME\" OR NEAR(x) -- policy? acme"),
-            vec!["acme", "near", "x", "policy"]
-        );
-        assert!(lexical_terms("the of and ?!").is_empty());
-        assert_eq!(lexical_terms("Zürich 2024"), vec!["zürich", "2024"]);
-        assert_eq!(lexical_terms(&"w ".repeat(100)).len(), 1);
     }
 }
