@@ -350,7 +350,7 @@ async fn evaluate(s: &TestServer, backend: Backend, c: Corpus) {
             }
             per.insert(
                 system.clone(),
-                json!(ids.iter().take(20).collect::<Vec<_>>()),
+                json!(ids.iter().take(100).collect::<Vec<_>>()),
             );
         }
         dump.push(
@@ -402,6 +402,21 @@ async fn evaluate(s: &TestServer, backend: Backend, c: Corpus) {
     let stem = format!("retrieval-{}-{backend:?}", c.name).to_lowercase();
     let _ = std::fs::write(dir.join(format!("{stem}.txt")), &report);
     let _ = std::fs::write(dir.join(format!("{stem}.json")), json!(dump).to_string());
+    // The chunks (document, indexed text) and labels, for offline analysis of the dump.
+    let chunk_map: serde_json::Map<String, Value> = c
+        .chunks
+        .iter()
+        .map(|(id, ch)| (id.to_string(), json!([ch.document, ch.indexed])))
+        .collect();
+    let labels: Vec<Value> = c
+        .queries
+        .iter()
+        .map(|q| json!({ "id": q.id, "relevant": q.relevant, "answer": q.answer, "split": q.split, "kind": q.kind }))
+        .collect();
+    let _ = std::fs::write(
+        dir.join(format!("{stem}-chunks.json")),
+        json!({ "chunks": chunk_map, "labels": labels }).to_string(),
+    );
 
     assert!(
         silent.is_empty(),

@@ -17,6 +17,7 @@ both_backends!(
     index_follows_every_change,
     bad_search_input_is_refused,
     lexical_channel_ranks_by_bm25,
+    pruning_never_changes_a_ranking,
 );
 
 const SEARCH: &str = "query($q: String!, $m: SearchMode! = HYBRID, $k: Int! = 10, $c: [ID!]) { search(query: $q, mode: $m, topK: $k, corpusIds: $c) { mode relevance topScore meanScore notices results { chunkId documentId corpusId documentTitle version chunkIndex section page content score vectorRank lexicalRank fusedScore document { id title } } } }";
@@ -600,4 +601,119 @@ async fn lexical_ranking_is_the_same_on_both_backends() {
         compared += rankings[0][i].len();
     }
     assert!(compared >= 20, "too few hits to compare ({compared})");
+}
+
+/// The pruned evaluation (MaxScore over the rarest terms) never changes a ranking: with a
+/// budget of one posting (every query with two or more terms is pruned, or falls back) the
+/// channel returns exactly what it returns with no pruning at all, on both backends, with a
+/// depth that makes the bound matter (10) and the service's (300). Also the statistics
+/// follow moves, visibility changes and deletes (the scoped df table).
+async fn pruning_never_changes_a_ranking(backend: Backend) {
+    require_model();
+    let texts: Vec<String> = match std::env::var("CAIRN_TEST_LEE_CORPUS") {
+        Ok(path) => std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .take(60)
+            .map(str::to_owned)
+            .collect(),
+        Err(_) => vec![GLACIER.into(), BREAD.into(), ROCKETS.into()],
+    };
+    let s = TestServer::start(backend).await;
+    let corpus = s.create_corpus(&s.owner_token, "pruning").await;
+    let other = s.create_corpus(&s.owner_token, "elsewhere").await;
+    let mut docs = Vec::new();
+    for (i, t) in texts.iter().enumerate() {
+        docs.push(
+            s.ingest_text(&s.owner_token, &corpus, &format!("doc-{i:02}"), t, "TEAM")
+                .await,
+        );
+    }
+    let p = s
+        .cairn()
+        .authenticate(&s.owner_token)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let store = &s.cairn().store;
+    let analyzer = cairn::domain::lexical::Analyzer::new();
+    let exact = cairn::domain::lexical::Bm25 {
+        essential_postings: u64::MAX,
+        ..Default::default()
+    };
+    let pruned = cairn::domain::lexical::Bm25 {
+        essential_postings: 1,
+        ..Default::default()
+    };
+    let queries = [
+        "the government said today it would act",
+        "police arrested a man after the attack",
+        "Australian cricket team wins the test match",
+        "fire hospital suspended staff bomb",
+        "people year new world",
+        // A moderately common word beside a very common one: the pruned evaluation keeps
+        // its top 10 (the common word alone cannot reach them).
+        "australian said",
+        "government said",
+        "police said",
+    ];
+    let compare = |label: &'static str| {
+        let queries = &queries;
+        let analyzer = &analyzer;
+        let p = &p;
+        async move {
+            let mut compared = 0;
+            for q in queries {
+                let terms = analyzer.query_terms(q);
+                for depth in [10, 300] {
+                    let a = store
+                        .lexical_channel(p, None, &terms, exact, depth)
+                        .await
+                        .unwrap_or_else(|e| panic!("{e}"));
+                    let b = store
+                        .lexical_channel(p, None, &terms, pruned, depth)
+                        .await
+                        .unwrap_or_else(|e| panic!("{e}"));
+                    assert_eq!(a, b, "{label}: {q} at depth {depth}");
+                    compared += a.len();
+                }
+            }
+            assert!(compared > 50, "{label}: too few hits ({compared})");
+        }
+    };
+    let before = store.lexical_pruned_count();
+    compare("fresh").await;
+    // Statistics move with the documents: a move, a private document, a delete.
+    let move_q =
+        "mutation($ids: [ID!], $to: ID!) { moveDocuments(documentIds: $ids, toCorpusId: $to) }";
+    let moved = s
+        .gql(
+            &s.owner_token,
+            move_q,
+            json!({ "ids": &docs[..10], "to": other }),
+        )
+        .await;
+    assert!(moved.get("errors").is_none(), "{moved}");
+    let vis = s
+        .gql(
+            &s.owner_token,
+            "mutation($id: ID!) { setVisibility(documentId: $id, visibility: PRIVATE) { id } }",
+            json!({ "id": docs[20] }),
+        )
+        .await;
+    assert!(vis.get("errors").is_none(), "{vis}");
+    let del = s
+        .gql(
+            &s.owner_token,
+            "mutation($id: ID!) { deleteDocument(id: $id) }",
+            json!({ "id": docs[30] }),
+        )
+        .await;
+    assert!(del.get("errors").is_none(), "{del}");
+    compare("after changes").await;
+    assert!(
+        store.lexical_pruned_count() > before,
+        "the pruned evaluation was never kept: the comparison proved nothing"
+    );
+    s.stop().await;
 }

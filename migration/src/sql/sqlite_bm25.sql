@@ -7,14 +7,26 @@ DROP TABLE IF EXISTS chunks_fts;
 
 CREATE TABLE lexical_postings (
     term        TEXT NOT NULL,
-    chunk_id    INTEGER NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
-    document_id INTEGER NOT NULL,
+    chunk_id    INTEGER NOT NULL,
+    document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
     tf_body     INTEGER NOT NULL CHECK (tf_body >= 0),
     tf_heading  INTEGER NOT NULL CHECK (tf_heading >= 0),
     len         INTEGER NOT NULL CHECK (len >= 0),
     PRIMARY KEY (term, chunk_id)
 ) WITHOUT ROWID;
-CREATE INDEX lexical_postings_chunk ON lexical_postings (chunk_id);
+-- A document's postings leave with its chunks (store::lexical::forget_document) or with it.
+CREATE INDEX lexical_postings_document ON lexical_postings (document_id);
+
+-- Document frequency per term and readability scope: a corpus, and the owner of private
+-- documents (0 for team-visible ones). A searcher's df is the sum over the corpora searched
+-- and the scopes 0 and their own id: exactly the readable rule, without reading postings.
+CREATE TABLE lexical_terms (
+    term      TEXT NOT NULL,
+    corpus_id INTEGER NOT NULL REFERENCES corpora(id) ON DELETE CASCADE,
+    owner_key INTEGER NOT NULL,
+    df        INTEGER NOT NULL,
+    PRIMARY KEY (term, corpus_id, owner_key)
+) WITHOUT ROWID;
 
 CREATE TABLE lexical_documents (
     document_id INTEGER PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,

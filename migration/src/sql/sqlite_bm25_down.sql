@@ -1,6 +1,7 @@
 -- Back to FTS5 (rebuilt from the chunks).
 DROP TABLE IF EXISTS lexical_postings;
 DROP TABLE IF EXISTS lexical_documents;
+DROP TABLE IF EXISTS lexical_terms;
 CREATE VIRTUAL TABLE chunks_fts USING fts5(
     section, content, content = 'chunks', content_rowid = 'id', tokenize = 'porter unicode61'
 );

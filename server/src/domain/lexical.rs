@@ -34,6 +34,10 @@ pub struct Bm25 {
     pub b: f64,
     /// How many body occurrences one occurrence in the chunk's heading counts as.
     pub heading_weight: f64,
+    /// A cost knob, not a ranking one: the most postings the pruned evaluation reads for its
+    /// essential (rarest) terms before the rest are looked up per candidate. Rankings are the
+    /// same for every value (the pruned result is kept only when provably exact).
+    pub essential_postings: u64,
 }
 
 impl Default for Bm25 {
@@ -42,6 +46,7 @@ impl Default for Bm25 {
             k1: 1.2,
             b: 0.75,
             heading_weight: 2.0,
+            essential_postings: 40_000,
         }
     }
 }

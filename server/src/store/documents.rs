@@ -421,6 +421,12 @@ impl Store {
         if moving.is_empty() {
             return Ok(0);
         }
+        let mut scopes = Vec::with_capacity(moving.len());
+        for &id in &moving {
+            if let Some(s) = super::lexical::scope_of(&tx, id).await? {
+                scopes.push((id, s));
+            }
+        }
         for table in ["documents", "chunks"] {
             let mut q = Sql::new(self.backend());
             q.push("UPDATE ")
@@ -435,19 +441,28 @@ impl Store {
             q.push_list(moving.iter().copied());
             tx.execute_raw(q.build()).await?;
         }
+        for (id, from) in scopes {
+            super::lexical::rescope_document(&tx, id, from).await?;
+        }
         tx.commit().await?;
         self.sync_vector_index(&moving).await;
         Ok(moving.len() as u64)
     }
 
     pub async fn set_visibility(&self, id: i64, v: Visibility) -> StoreResult<Option<Document>> {
-        let Some(doc) = Documents::find_by_id(id).one(self.connection()).await? else {
+        let tx = self.connection().begin().await?;
+        let Some(doc) = Documents::find_by_id(id).one(&tx).await? else {
             return Ok(None);
         };
+        let from = super::lexical::scope_of(&tx, id).await?;
         let mut a: DocumentActive = doc.into();
         a.visibility = Set(v.as_str().to_owned());
         a.updated_at = Set(Utc::now());
-        let doc = a.update(self.connection()).await?;
+        let doc = a.update(&tx).await?;
+        if let Some(from) = from {
+            super::lexical::rescope_document(&tx, id, from).await?;
+        }
+        tx.commit().await?;
         self.sync_vector_index(&[id]).await;
         Ok(Some(doc))
     }
@@ -495,7 +510,9 @@ async fn insert_version(
     Ok(())
 }
 
+/// Deletes a document's chunks and, first, their lexical rows.
 async fn delete_chunks(tx: &DatabaseTransaction, document_id: i64) -> StoreResult<()> {
+    super::lexical::forget_document(tx, document_id).await?;
     Chunks::delete_many()
         .filter(ChunkColumn::DocumentId.eq(document_id))
         .exec(tx)

@@ -1,17 +1,27 @@
 //! The lexical channel: BM25 over Cairn's own postings, the same SQL on both backends.
 //!
-//! `lexical_postings` holds one row per (term, chunk) of every current chunk: the term's count
-//! in the body and in the heading, and the chunk's analyzed length; `lexical_documents` one
-//! row per document with its chunk count and total length. Terms come from
-//! [`Analyzer`](crate::domain::lexical::Analyzer), so both backends hold the same terms. Rows
-//! are written in the transaction that stores the chunks and leave with them (foreign keys,
-//! `ON DELETE CASCADE`).
+//! Tables (migration 4):
+//! - `lexical_postings`: one row per (term, chunk) of every current chunk, with the term's
+//!   count in the body and in the heading and the chunk's analyzed length;
+//! - `lexical_documents`: per document, its chunk count and total length;
+//! - `lexical_terms`: per term and readability scope (a corpus; the owner of private documents,
+//!   0 for team-visible ones), how many chunks hold the term. A searcher's document frequency
+//!   is the sum over the corpora searched and the scopes 0 and their own id: exactly the
+//!   readable rule, so statistics never reflect text the searcher cannot read, and never need
+//!   a scan of postings.
 //!
-//! A search is two statements, each scoped to the documents the searcher may read (in the
-//! corpora searched): the first counts the chunks and their length and each query term's
-//! document frequency; idf is computed here (SQLite has no `ln`); the second sums BM25 per
-//! chunk over the query terms' postings, best first. No term is required: a chunk that holds
-//! any query term is a candidate, and IDF and length normalization rank them.
+//! Terms come from [`Analyzer`](crate::domain::lexical::Analyzer), so both backends hold the
+//! same terms. Every row is written in the transaction that stores the chunks, and leaves (or
+//! moves scope) in the transaction that deletes, replaces, moves or re-scopes them.
+//!
+//! A search: the statistics (two cheap statements), idf computed here (SQLite has no `ln`),
+//! then BM25 summed per chunk over the query terms' postings. No term is required: a chunk
+//! that holds any query term is a candidate. The sum is pruned the MaxScore way (Turtle and
+//! Flood, 1995) and stays exact: the rarest terms whose postings fit
+//! [`Bm25::essential_postings`] are *essential*; only chunks holding an essential term are scored
+//! (in full, the other terms looked up per chunk), and the result is kept only when no chunk
+//! without an essential term could reach it (its score is below the common terms' bound
+//! `Σ idf · (k1 + 1)`, under the `depth`-th score found); otherwise every posting is summed.
 
 use std::collections::HashMap;
 
@@ -23,9 +33,12 @@ use super::sql::Sql;
 use super::{Store, StoreError, StoreResult};
 use crate::auth::Principal;
 use crate::domain::lexical::{Analyzer, Bm25, Posting};
+use crate::domain::Visibility;
 
 /// Posting rows per INSERT (6 values each: well under both backends' parameter limits).
 const POSTINGS_PER_INSERT: usize = 2_000;
+/// `lexical_terms` rows per upsert (4 values each).
+const TERMS_PER_UPSERT: usize = 2_000;
 /// Documents indexed per transaction when an older database is brought up to date.
 const BACKFILL_BATCH: u64 = 50;
 
@@ -51,8 +64,92 @@ pub(crate) fn analyze_chunks<'a>(
         .collect()
 }
 
-/// Writes the postings of a document's current chunks (`terms` by `chunk_index`) and its
-/// `lexical_documents` row, replacing an earlier row.
+/// A document's readability scope in `lexical_terms`: (corpus, owner when private else 0).
+pub(crate) type Scope = (i64, i64);
+
+/// The scope a document row has now.
+pub(crate) async fn scope_of(
+    tx: &DatabaseTransaction,
+    document_id: i64,
+) -> StoreResult<Option<Scope>> {
+    let mut q = Sql::new(tx.get_database_backend());
+    q.push("SELECT corpus_id, visibility, owner_id FROM documents WHERE id = ")
+        .bind(document_id);
+    let Some(r) = tx.query_one_raw(q.build()).await? else {
+        return Ok(None);
+    };
+    let corpus: i64 = r.try_get("", "corpus_id")?;
+    let visibility: String = r.try_get("", "visibility")?;
+    let owner: i64 = r.try_get("", "owner_id")?;
+    Ok(Some((corpus, owner_key(&visibility, owner))))
+}
+
+/// 0 for a team-visible document, its owner's id for a private one.
+fn owner_key(visibility: &str, owner_id: i64) -> i64 {
+    if visibility == Visibility::Private.as_str() {
+        owner_id
+    } else {
+        0
+    }
+}
+
+/// How many of the document's chunks hold each term, by term.
+async fn term_counts(
+    tx: &DatabaseTransaction,
+    document_id: i64,
+) -> StoreResult<Vec<(String, i64)>> {
+    let mut q = Sql::new(tx.get_database_backend());
+    q.push("SELECT term, COUNT(*) AS n FROM lexical_postings WHERE document_id = ")
+        .bind(document_id);
+    q.push(" GROUP BY term ORDER BY term");
+    tx.query_all_raw(q.build())
+        .await?
+        .iter()
+        .map(|r| Ok((r.try_get("", "term")?, r.try_get("", "n")?)))
+        .collect()
+}
+
+/// Adds `sign × count` to each term's df in `scope` (terms in order, so concurrent writers
+/// on PostgreSQL lock rows in the same order), dropping rows that reach zero.
+async fn add_df(
+    tx: &DatabaseTransaction,
+    scope: Scope,
+    counts: &[(String, i64)],
+    sign: i64,
+) -> StoreResult<()> {
+    let backend = tx.get_database_backend();
+    for batch in counts.chunks(TERMS_PER_UPSERT) {
+        let mut q = Sql::new(backend);
+        q.push("INSERT INTO lexical_terms (term, corpus_id, owner_key, df) VALUES ");
+        for (i, (term, n)) in batch.iter().enumerate() {
+            if i > 0 {
+                q.push(", ");
+            }
+            q.push("(").bind(term.clone()).push(", ").bind(scope.0);
+            q.push(", ")
+                .bind(scope.1)
+                .push(", ")
+                .bind(sign * n)
+                .push(")");
+        }
+        q.push(" ON CONFLICT (term, corpus_id, owner_key) DO UPDATE SET df = lexical_terms.df + excluded.df");
+        tx.execute_raw(q.build()).await?;
+    }
+    if sign < 0 && !counts.is_empty() {
+        let mut q = Sql::new(backend);
+        q.push("DELETE FROM lexical_terms WHERE corpus_id = ")
+            .bind(scope.0)
+            .push(" AND owner_key = ")
+            .bind(scope.1)
+            .push(" AND df <= 0");
+        tx.execute_raw(q.build()).await?;
+    }
+    Ok(())
+}
+
+/// Writes the postings of a document's current chunks (`terms` by `chunk_index`), its
+/// `lexical_documents` row and its share of `lexical_terms`. The document has no postings
+/// yet ([`forget_document`] ran when its chunks were replaced).
 pub(crate) async fn index_document(
     tx: &DatabaseTransaction,
     document_id: i64,
@@ -66,6 +163,7 @@ pub(crate) async fn index_document(
     q.push(" ORDER BY chunk_index");
     let chunk_rows = tx.query_all_raw(q.build()).await?;
     let mut rows: Vec<(i64, &Posting, u32)> = Vec::new();
+    let mut df: std::collections::BTreeMap<&str, i64> = std::collections::BTreeMap::new();
     for r in &chunk_rows {
         let chunk_id: i64 = r.try_get("", "id")?;
         let index: i32 = r.try_get("", "chunk_index")?;
@@ -74,7 +172,10 @@ pub(crate) async fn index_document(
                 "document {document_id}: chunk {index} has no lexical entry"
             )));
         };
-        rows.extend(t.postings.iter().map(|p| (chunk_id, p, t.len)));
+        for p in &t.postings {
+            rows.push((chunk_id, p, t.len));
+            *df.entry(p.term.as_str()).or_default() += 1;
+        }
     }
     for batch in rows.chunks(POSTINGS_PER_INSERT) {
         let mut q = Sql::new(backend);
@@ -96,11 +197,20 @@ pub(crate) async fn index_document(
         }
         tx.execute_raw(q.build()).await?;
     }
+    let counts: Vec<(String, i64)> = df.into_iter().map(|(t, n)| (t.to_owned(), n)).collect();
+    if let Some(scope) = scope_of(tx, document_id).await? {
+        add_df(tx, scope, &counts, 1).await?;
+    }
     let mut q = Sql::new(backend);
     q.push("DELETE FROM lexical_documents WHERE document_id = ")
         .bind(document_id);
     tx.execute_raw(q.build()).await?;
-    let total: i64 = terms.iter().map(|(_, t)| i64::from(t.len)).sum();
+    let total: i64 = chunk_rows
+        .iter()
+        .filter_map(|r| r.try_get::<i32>("", "chunk_index").ok())
+        .filter_map(|i| by_index.get(&i))
+        .map(|t| i64::from(t.len))
+        .sum();
     let mut q = Sql::new(backend);
     q.push("INSERT INTO lexical_documents (document_id, chunks, terms) VALUES (")
         .bind(document_id)
@@ -113,12 +223,103 @@ pub(crate) async fn index_document(
     Ok(())
 }
 
+/// Removes a document's lexical rows (before its chunks are deleted or replaced): its share
+/// of `lexical_terms`, its postings, its totals.
+pub(crate) async fn forget_document(tx: &DatabaseTransaction, document_id: i64) -> StoreResult<()> {
+    let counts = term_counts(tx, document_id).await?;
+    if let Some(scope) = scope_of(tx, document_id).await? {
+        add_df(tx, scope, &counts, -1).await?;
+    }
+    for table in ["lexical_postings", "lexical_documents"] {
+        let mut q = Sql::new(tx.get_database_backend());
+        q.push("DELETE FROM ")
+            .push(table)
+            .push(" WHERE document_id = ")
+            .bind(document_id);
+        tx.execute_raw(q.build()).await?;
+    }
+    Ok(())
+}
+
+/// Moves a document's share of `lexical_terms` from `from` to its scope now (after a move
+/// or a visibility change in the same transaction).
+pub(crate) async fn rescope_document(
+    tx: &DatabaseTransaction,
+    document_id: i64,
+    from: Scope,
+) -> StoreResult<()> {
+    let Some(to) = scope_of(tx, document_id).await? else {
+        return Ok(());
+    };
+    if to == from {
+        return Ok(());
+    }
+    let counts = term_counts(tx, document_id).await?;
+    add_df(tx, from, &counts, -1).await?;
+    add_df(tx, to, &counts, 1).await
+}
+
 /// The documents `p` may read (in `corpora` when given), as a CTE named `rd`.
 fn push_readable_documents(q: &mut Sql, p: &Principal, corpora: Option<&[i64]>) {
     q.push("WITH rd AS MATERIALIZED (SELECT d.id FROM documents d WHERE ");
     Readable::new(p).push_documents(q, "d");
     if let Some(c) = corpora {
         q.push(" AND d.corpus_id IN ").push_list(c.iter().copied());
+    }
+    q.push(")");
+}
+
+/// One query term with its statistics.
+#[derive(Clone, Debug)]
+struct QueryTerm {
+    term: String,
+    df: i64,
+    idf: f64,
+}
+
+/// `idf · tf · (k1 + 1) / (tf + k1 · (1 - b + b · len / avg))` over a posting aliased `lp`,
+/// with `idf` bound (or taken from the column `idf_col`).
+fn push_term_score(q: &mut Sql, idf: Result<f64, &str>, bm25: Bm25, avg_len: f64) {
+    let dp = " AS DOUBLE PRECISION)";
+    q.push("(");
+    match idf {
+        Ok(v) => {
+            q.push("CAST(").bind(v).push(dp);
+        }
+        Err(col) => {
+            q.push(col);
+        }
+    }
+    q.push(" * (CAST(lp.tf_body AS DOUBLE PRECISION) + CAST(")
+        .bind(bm25.heading_weight)
+        .push(dp)
+        .push(" * lp.tf_heading) * CAST(")
+        .bind(bm25.k1 + 1.0)
+        .push(dp)
+        .push(" / ((CAST(lp.tf_body AS DOUBLE PRECISION) + CAST(")
+        .bind(bm25.heading_weight)
+        .push(dp)
+        .push(" * lp.tf_heading) + CAST(")
+        .bind(bm25.k1 * (1.0 - bm25.b))
+        .push(dp)
+        .push(" + CAST(")
+        .bind(bm25.k1 * bm25.b / avg_len.max(1e-9))
+        .push(dp)
+        .push(" * lp.len))");
+}
+
+/// `qt (term, idf) AS (VALUES …)`, preceded by a comma.
+fn push_term_values(q: &mut Sql, name: &str, terms: &[&QueryTerm]) {
+    q.push(", ").push(name).push(" (term, idf) AS (VALUES ");
+    for (i, t) in terms.iter().enumerate() {
+        if i > 0 {
+            q.push(", ");
+        }
+        q.push("(")
+            .bind(t.term.clone())
+            .push(", CAST(")
+            .bind(t.idf)
+            .push(" AS DOUBLE PRECISION))");
     }
     q.push(")");
 }
@@ -137,56 +338,141 @@ impl Store {
         if depth == 0 || terms.is_empty() || corpora.is_some_and(<[i64]>::is_empty) {
             return Ok(Vec::new());
         }
-        // 1. Statistics over what `p` may read: chunks, total length, each term's df.
+        // 1. Statistics over what `p` may read: each term's df (from the scoped counts), the
+        //    chunks and their total length.
+        let mut q = Sql::new(self.backend());
+        q.push("SELECT lt.term AS term, SUM(lt.df) AS df FROM lexical_terms lt WHERE lt.term IN ")
+            .push_list(terms.iter().cloned());
+        q.push(" AND lt.owner_key IN (0, ").bind(p.user_id);
+        q.push(") AND lt.corpus_id IN (SELECT c.id FROM corpora c WHERE c.team_id = ")
+            .bind(p.team_id)
+            .push(" OR c.system)");
+        if let Some(c) = corpora {
+            q.push(" AND lt.corpus_id IN ").push_list(c.iter().copied());
+        }
+        q.push(" GROUP BY lt.term");
+        let mut stats: Vec<QueryTerm> = Vec::new();
+        for r in self.connection().query_all_raw(q.build()).await? {
+            let df: i64 = r.try_get("", "df")?;
+            if df > 0 {
+                stats.push(QueryTerm {
+                    term: r.try_get("", "term")?,
+                    df,
+                    idf: 0.0,
+                });
+            }
+        }
+        if stats.is_empty() {
+            return Ok(Vec::new());
+        }
         let mut q = Sql::new(self.backend());
         push_readable_documents(&mut q, p, corpora);
-        q.push(", st AS (SELECT COALESCE(SUM(l.chunks), 0) AS n, COALESCE(SUM(l.terms), 0) AS t FROM lexical_documents l JOIN rd ON rd.id = l.document_id)");
-        q.push(" SELECT lp.term AS term, COUNT(*) AS df, MAX(st.n) AS n, MAX(st.t) AS t FROM lexical_postings lp JOIN rd ON rd.id = lp.document_id CROSS JOIN st WHERE lp.term IN ")
-            .push_list(terms.iter().cloned());
-        q.push(" GROUP BY lp.term");
-        let rows = self.connection().query_all_raw(q.build()).await?;
-        let mut idf: Vec<(String, f64)> = Vec::with_capacity(rows.len());
-        let (mut n, mut total) = (0i64, 0i64);
-        for r in &rows {
-            let df: i64 = r.try_get("", "df")?;
-            n = r.try_get("", "n")?;
-            total = r.try_get("", "t")?;
-            idf.push((r.try_get("", "term")?, df as f64));
-        }
-        if idf.is_empty() || n == 0 {
+        q.push(" SELECT COALESCE(SUM(l.chunks), 0) AS n, COALESCE(SUM(l.terms), 0) AS t FROM lexical_documents l WHERE l.document_id IN (SELECT id FROM rd)");
+        let (n, total) = match self.connection().query_one_raw(q.build()).await? {
+            Some(r) => (r.try_get::<i64>("", "n")?, r.try_get::<i64>("", "t")?),
+            None => (0, 0),
+        };
+        if n == 0 {
             return Ok(Vec::new());
         }
         let avg_len = total as f64 / n as f64;
-        for (_, v) in &mut idf {
-            *v = Bm25::idf(n as f64, *v);
+        for t in &mut stats {
+            t.idf = Bm25::idf(n as f64, t.df as f64);
         }
-        idf.sort_by(|a, b| a.0.cmp(&b.0));
+        // Rarest first (then by term, so the split is the same everywhere).
+        stats.sort_by(|a, b| a.df.cmp(&b.df).then_with(|| a.term.cmp(&b.term)));
 
-        // 2. BM25 per chunk over the query terms' postings.
+        // 2. The essential terms: the rarest whose postings fit the budget (at least one).
+        let budget = i64::try_from(bm25.essential_postings).unwrap_or(i64::MAX);
+        let mut essential = 0;
+        let mut postings = 0i64;
+        for t in &stats {
+            if essential > 0 && postings + t.df > budget {
+                break;
+            }
+            essential += 1;
+            postings += t.df;
+        }
+        let (ess, rest) = stats.split_at(essential);
+        let ess: Vec<&QueryTerm> = ess.iter().collect();
+        let bound: f64 = rest.iter().map(|t| t.idf * (bm25.k1 + 1.0)).sum();
+        if !rest.is_empty() {
+            let hits = self
+                .lexical_pruned(p, corpora, &ess, rest, bm25, avg_len, bound, depth)
+                .await?;
+            // Exact when the list is full and no chunk outside it (holding only common
+            // terms, so scoring under `bound`) could reach its last score.
+            if hits.len() == depth && hits.last().is_some_and(|h| f64::from(h.score) > bound) {
+                self.count_lexical_pruned();
+                return Ok(hits);
+            }
+        }
+        let all: Vec<&QueryTerm> = stats.iter().collect();
+        self.lexical_full(p, corpora, &all, bm25, avg_len, depth)
+            .await
+    }
+
+    /// Every posting of `terms` summed per chunk.
+    async fn lexical_full(
+        &self,
+        p: &Principal,
+        corpora: Option<&[i64]>,
+        terms: &[&QueryTerm],
+        bm25: Bm25,
+        avg_len: f64,
+        depth: usize,
+    ) -> StoreResult<Vec<ChannelHit>> {
         let mut q = Sql::new(self.backend());
         push_readable_documents(&mut q, p, corpora);
-        q.push(", qt (term, idf) AS (VALUES ");
-        for (i, (term, v)) in idf.iter().enumerate() {
-            if i > 0 {
-                q.push(", ");
-            }
-            q.push("(")
-                .bind(term.clone())
-                .push(", CAST(")
-                .bind(*v)
-                .push(" AS DOUBLE PRECISION))");
-        }
-        q.push("), po AS (SELECT lp.chunk_id, qt.idf, CAST(lp.tf_body AS DOUBLE PRECISION) + CAST(")
-            .bind(bm25.heading_weight)
-            .push(" AS DOUBLE PRECISION) * lp.tf_heading AS tf, CAST(lp.len AS DOUBLE PRECISION) AS len FROM lexical_postings lp JOIN qt ON qt.term = lp.term JOIN rd ON rd.id = lp.document_id)");
-        q.push(" SELECT po.chunk_id AS chunk_id, SUM(po.idf * po.tf * CAST(")
-            .bind(bm25.k1 + 1.0)
-            .push(" AS DOUBLE PRECISION) / (po.tf + CAST(")
-            .bind(bm25.k1 * (1.0 - bm25.b))
-            .push(" AS DOUBLE PRECISION) + CAST(")
-            .bind(bm25.k1 * bm25.b / avg_len.max(1e-9))
-            .push(" AS DOUBLE PRECISION) * po.len)) AS score FROM po GROUP BY po.chunk_id ORDER BY score DESC, po.chunk_id LIMIT ")
+        push_term_values(&mut q, "qt", terms);
+        q.push(" SELECT lp.chunk_id AS chunk_id, SUM(");
+        push_term_score(&mut q, Err("qt.idf"), bm25, avg_len);
+        q.push(") AS score FROM lexical_postings lp JOIN qt ON qt.term = lp.term WHERE lp.document_id IN (SELECT id FROM rd) GROUP BY lp.chunk_id ORDER BY score DESC, lp.chunk_id LIMIT ")
             .bind(depth as i64);
+        self.lexical_rows(q).await
+    }
+
+    /// MaxScore: chunks holding an essential term, scored in full; a chunk whose essential
+    /// score cannot reach the `depth`-th essential score plus the other terms' `bound` is
+    /// dropped before the other terms are looked up.
+    #[allow(clippy::too_many_arguments)]
+    async fn lexical_pruned(
+        &self,
+        p: &Principal,
+        corpora: Option<&[i64]>,
+        essential: &[&QueryTerm],
+        rest: &[QueryTerm],
+        bm25: Bm25,
+        avg_len: f64,
+        bound: f64,
+        depth: usize,
+    ) -> StoreResult<Vec<ChannelHit>> {
+        let mut q = Sql::new(self.backend());
+        push_readable_documents(&mut q, p, corpora);
+        push_term_values(&mut q, "qe", essential);
+        q.push(", es AS MATERIALIZED (SELECT lp.chunk_id AS chunk_id, SUM(");
+        push_term_score(&mut q, Err("qe.idf"), bm25, avg_len);
+        q.push(") AS s FROM lexical_postings lp JOIN qe ON qe.term = lp.term WHERE lp.document_id IN (SELECT id FROM rd) GROUP BY lp.chunk_id)");
+        q.push(", th AS (SELECT s FROM es ORDER BY s DESC LIMIT 1 OFFSET ")
+            .bind(depth as i64 - 1)
+            .push(")");
+        q.push(", cand AS (SELECT chunk_id, s FROM es WHERE s >= COALESCE((SELECT s FROM th), 0) - CAST(")
+            .bind(bound)
+            .push(" AS DOUBLE PRECISION))");
+        q.push(" SELECT cand.chunk_id AS chunk_id, cand.s");
+        for t in rest {
+            q.push(" + COALESCE((SELECT ");
+            push_term_score(&mut q, Ok(t.idf), bm25, avg_len);
+            q.push(" FROM lexical_postings lp WHERE lp.term = ")
+                .bind(t.term.clone())
+                .push(" AND lp.chunk_id = cand.chunk_id), 0)");
+        }
+        q.push(" AS score FROM cand ORDER BY score DESC, cand.chunk_id LIMIT ")
+            .bind(depth as i64);
+        self.lexical_rows(q).await
+    }
+
+    async fn lexical_rows(&self, q: Sql) -> StoreResult<Vec<ChannelHit>> {
         let rows = self.connection().query_all_raw(q.build()).await?;
         let mut hits = rows
             .iter()

@@ -100,6 +100,8 @@ pub struct Store {
     index: std::sync::Arc<search::IndexSlot>,
     /// SQL statements run so far through this handle and its clones.
     statements: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Lexical searches answered by the pruned evaluation (kept because provably exact).
+    lexical_pruned: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Store {
@@ -165,11 +167,24 @@ impl Store {
             url,
             index: Default::default(),
             statements,
+            lexical_pruned: Default::default(),
         })
     }
 
     pub fn backend(&self) -> DatabaseBackend {
         self.db.get_database_backend()
+    }
+
+    /// How many lexical searches the pruned (MaxScore) evaluation answered since it was
+    /// opened; the others summed every posting.
+    pub fn lexical_pruned_count(&self) -> u64 {
+        self.lexical_pruned
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_lexical_pruned(&self) {
+        self.lexical_pruned
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// How many SQL statements this store (all its clones) has run since it was opened.
