@@ -200,6 +200,7 @@ async fn build_core(cfg: &Config, embedder: Option<Embedder>) -> Result<Cairn, S
     .with_kg_limits(cfg.kg_limits())
     .with_search_limit(cfg.search_limit())
     .with_bm25(cfg.bm25())
+    .with_fusion(cfg.fusion())
     .with_models(Models {
         embedder,
         chat: llm_client(cfg, cfg.llm_chat())?,

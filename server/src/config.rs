@@ -249,6 +249,33 @@ pub struct Config {
     )]
     pub lexical_heading_weight: f64,
 
+    /// HYBRID's RRF constant for the vector channel (a rank-r hit adds 1 / (k + r)).
+    #[arg(
+        long,
+        env = "CAIRN_RRF_K_VECTOR",
+        default_value_t = 60.0,
+        global = true
+    )]
+    pub rrf_k_vector: f64,
+
+    /// HYBRID's RRF constant for the lexical channel.
+    #[arg(
+        long,
+        env = "CAIRN_RRF_K_LEXICAL",
+        default_value_t = 60.0,
+        global = true
+    )]
+    pub rrf_k_lexical: f64,
+
+    /// The lexical channel's weight in HYBRID (a rank-r hit adds weight / (k + r)).
+    #[arg(
+        long,
+        env = "CAIRN_RRF_LEXICAL_WEIGHT",
+        default_value_t = 1.0,
+        global = true
+    )]
+    pub rrf_lexical_weight: f64,
+
     /// Log format on stderr.
     #[arg(long, env = "CAIRN_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
     pub log_format: LogFormat,
@@ -339,6 +366,9 @@ impl Config {
             bm25_k1: 1.2,
             bm25_b: 0.75,
             lexical_heading_weight: 2.0,
+            rrf_k_vector: 60.0,
+            rrf_k_lexical: 60.0,
+            rrf_lexical_weight: 1.0,
             log_format: LogFormat::Text,
         }
     }
@@ -366,6 +396,15 @@ impl Config {
             b: self.bm25_b.clamp(0.0, 1.0),
             heading_weight: self.lexical_heading_weight.max(0.0),
             ..crate::domain::lexical::Bm25::default()
+        }
+    }
+
+    /// HYBRID's fusion (constants at least 1, weight at least 0).
+    pub fn fusion(&self) -> crate::domain::search::Fusion {
+        crate::domain::search::Fusion {
+            k_vector: self.rrf_k_vector.max(1.0),
+            k_lexical: self.rrf_k_lexical.max(1.0),
+            lexical_weight: self.rrf_lexical_weight.max(0.0),
         }
     }
 

@@ -548,16 +548,7 @@ async fn lexical_channel_ranks_by_bm25(backend: Backend) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lexical_ranking_is_the_same_on_both_backends() {
     require_model();
-    let texts: Vec<String> = match std::env::var("CAIRN_TEST_LEE_CORPUS") {
-        Ok(path) => std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("{path}: {e}"))
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .take(40)
-            .map(str::to_owned)
-            .collect(),
-        Err(_) => vec![GLACIER.into(), BREAD.into(), ROCKETS.into()],
-    };
+    let texts = lee_texts(40);
     let queries = [
         "hospital staff suspended",
         "bomb shoes flight",
@@ -610,16 +601,7 @@ async fn lexical_ranking_is_the_same_on_both_backends() {
 /// follow moves, visibility changes and deletes (the scoped df table).
 async fn pruning_never_changes_a_ranking(backend: Backend) {
     require_model();
-    let texts: Vec<String> = match std::env::var("CAIRN_TEST_LEE_CORPUS") {
-        Ok(path) => std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("{path}: {e}"))
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .take(60)
-            .map(str::to_owned)
-            .collect(),
-        Err(_) => vec![GLACIER.into(), BREAD.into(), ROCKETS.into()],
-    };
+    let texts = lee_texts(60);
     let s = TestServer::start(backend).await;
     let corpus = s.create_corpus(&s.owner_token, "pruning").await;
     let other = s.create_corpus(&s.owner_token, "elsewhere").await;
@@ -716,4 +698,18 @@ async fn pruning_never_changes_a_ranking(backend: Backend) {
         "the pruned evaluation was never kept: the comparison proved nothing"
     );
     s.stop().await;
+}
+
+/// The first `n` stories of lee_background.cor when it is there, else the three fixtures.
+fn lee_texts(n: usize) -> Vec<String> {
+    match std::env::var("CAIRN_TEST_LEE_CORPUS") {
+        Ok(path) => std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .take(n)
+            .map(str::to_owned)
+            .collect(),
+        Err(_) => vec![GLACIER.into(), BREAD.into(), ROCKETS.into()],
+    }
 }

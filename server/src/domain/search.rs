@@ -46,10 +46,36 @@ pub struct Fused {
     pub fused_score: f64,
 }
 
-/// Fuses two ranked channels (best first). `vector` carries each chunk's cosine. The result is
-/// ordered by fused score, then by the better of the two ranks, then by chunk id, so equal
-/// inputs always give the same order.
+/// How the two channels are fused: a rank-r hit adds `weight / (k + r)` from its channel.
+/// The default is the seed's plain RRF (k = 60 for both, equal weights); a deployment may set
+/// per-channel constants and a lexical weight (`CAIRN_RRF_*`), which the retrieval test
+/// chose on its tuning halves (README, "Retrieval quality").
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Fusion {
+    pub k_vector: f64,
+    pub k_lexical: f64,
+    pub lexical_weight: f64,
+}
+
+impl Default for Fusion {
+    fn default() -> Fusion {
+        Fusion {
+            k_vector: RRF_K,
+            k_lexical: RRF_K,
+            lexical_weight: 1.0,
+        }
+    }
+}
+
+/// Fuses two ranked channels (best first) by plain RRF (k = 60). `vector` carries each
+/// chunk's cosine. The result is ordered by fused score, then by the better of the two ranks,
+/// then by chunk id, so equal inputs always give the same order.
 pub fn rrf(vector: &[(i64, f32)], lexical: &[i64]) -> Vec<Fused> {
+    fuse(Fusion::default(), vector, lexical)
+}
+
+/// [`rrf`] with these constants and weight.
+pub fn fuse(f: Fusion, vector: &[(i64, f32)], lexical: &[i64]) -> Vec<Fused> {
     let mut by_id: HashMap<i64, Fused> = HashMap::with_capacity(vector.len() + lexical.len());
     for (i, &(chunk_id, score)) in vector.iter().enumerate() {
         let rank = i as u32 + 1;
@@ -63,7 +89,7 @@ pub fn rrf(vector: &[(i64, f32)], lexical: &[i64]) -> Vec<Fused> {
         if e.vector_rank.is_none() {
             e.vector_rank = Some(rank);
             e.score = score;
-            e.fused_score += 1.0 / (RRF_K + f64::from(rank));
+            e.fused_score += 1.0 / (f.k_vector + f64::from(rank));
         }
     }
     for (i, &chunk_id) in lexical.iter().enumerate() {
@@ -77,7 +103,7 @@ pub fn rrf(vector: &[(i64, f32)], lexical: &[i64]) -> Vec<Fused> {
         });
         if e.lexical_rank.is_none() {
             e.lexical_rank = Some(rank);
-            e.fused_score += 1.0 / (RRF_K + f64::from(rank));
+            e.fused_score += f.lexical_weight / (f.k_lexical + f64::from(rank));
         }
     }
     let mut out: Vec<Fused> = by_id.into_values().collect();

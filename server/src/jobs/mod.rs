@@ -313,29 +313,13 @@ impl Worker {
             Err(e) => {
                 let error = e.to_string();
                 tracing::warn!(%error, "job refused");
-                self.finish(
-                    &job,
-                    Finish::Failed {
-                        error: error.clone(),
-                    },
-                    None,
-                    Some(error),
-                )
-                .await;
+                self.fail(&job, error).await;
                 return;
             }
         };
         let Some(runner) = self.runners.get(kind.name()).cloned() else {
             let error = format!("no worker runs `{}` jobs here", kind.name());
-            self.finish(
-                &job,
-                Finish::Failed {
-                    error: error.clone(),
-                },
-                None,
-                Some(error),
-            )
-            .await;
+            self.fail(&job, error).await;
             return;
         };
         if job.attempts > job.max_attempts {
@@ -348,15 +332,7 @@ impl Worker {
                     .unwrap_or_default()
             );
             runner.on_failed(&job, &kind).await;
-            self.finish(
-                &job,
-                Finish::Failed {
-                    error: error.clone(),
-                },
-                None,
-                Some(error),
-            )
-            .await;
+            self.fail(&job, error).await;
             return;
         }
         let ctx = JobContext {
@@ -431,15 +407,7 @@ impl Worker {
             Err(JobError::Permanent(error)) => {
                 tracing::warn!(%error, "job failed");
                 runner.on_failed(&job, &kind).await;
-                self.finish(
-                    &job,
-                    Finish::Failed {
-                        error: error.clone(),
-                    },
-                    None,
-                    Some(error),
-                )
-                .await;
+                self.fail(&job, error).await;
             }
             Err(JobError::Transient(error)) if job.attempts < job.max_attempts => {
                 let factor =
@@ -476,17 +444,22 @@ impl Worker {
             Err(JobError::Transient(error)) => {
                 let error = format!("gave up after {} attempts: {error}", job.attempts);
                 runner.on_failed(&job, &kind).await;
-                self.finish(
-                    &job,
-                    Finish::Failed {
-                        error: error.clone(),
-                    },
-                    None,
-                    Some(error),
-                )
-                .await;
+                self.fail(&job, error).await;
             }
         }
+    }
+
+    /// Ends `job` as failed for good with `error`.
+    async fn fail(&self, job: &Job, error: String) {
+        self.finish(
+            job,
+            Finish::Failed {
+                error: error.clone(),
+            },
+            None,
+            Some(error),
+        )
+        .await;
     }
 
     async fn finish(&self, job: &Job, how: Finish, result: Option<Json>, error: Option<String>) {

@@ -98,6 +98,8 @@ pub struct Cairn {
     pub search_limiter: RateLimiter,
     /// The lexical channel's BM25 parameters.
     pub bm25: crate::domain::lexical::Bm25,
+    /// How HYBRID fuses the channels.
+    pub fusion: crate::domain::search::Fusion,
 }
 
 pub const DEFAULT_TEAM: &str = "default";
@@ -122,7 +124,14 @@ impl Cairn {
             kg_limits: crate::knowledge::KgLimits::default(),
             search_limiter: RateLimiter::new(RateLimit::default()),
             bm25: crate::domain::lexical::Bm25::default(),
+            fusion: crate::domain::search::Fusion::default(),
         }
+    }
+
+    /// The same core with this fusion.
+    pub fn with_fusion(mut self, fusion: crate::domain::search::Fusion) -> Cairn {
+        self.fusion = fusion;
+        self
     }
 
     /// The same core with these BM25 parameters.

@@ -119,7 +119,7 @@ impl Cairn {
             )
         };
         let (v, l) = tokio::try_join!(vector, lexical)?;
-        let fused = fuse(mode, &v, &l);
+        let fused = fuse(self.fusion, mode, &v, &l);
         let hits = self.hydrate(p, fused, req.top_k).await?;
         let ranks: Vec<Fused> = hits.iter().map(|h| h.rank).collect();
         let (relevance, top_score, mean_score) = rules::relevance(&ranks);
@@ -275,11 +275,11 @@ impl Cairn {
 const NO_MODEL: &str =
     "no embedding model is loaded (set CAIRN_EMBED_MODEL or run scripts/fetch-model.sh)";
 
-fn fuse(mode: SearchMode, v: &[ChannelHit], l: &[ChannelHit]) -> Vec<Fused> {
+fn fuse(f: rules::Fusion, mode: SearchMode, v: &[ChannelHit], l: &[ChannelHit]) -> Vec<Fused> {
     let vector: Vec<(i64, f32)> = v.iter().map(|h| (h.chunk_id, h.score)).collect();
     let lexical: Vec<i64> = l.iter().map(|h| h.chunk_id).collect();
     match mode {
-        SearchMode::Hybrid => rules::rrf(&vector, &lexical),
+        SearchMode::Hybrid => rules::fuse(f, &vector, &lexical),
         SearchMode::Vector => rules::single_channel(&vector, &[]),
         SearchMode::Lexical => rules::single_channel(&[], &lexical),
     }
