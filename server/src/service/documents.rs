@@ -625,6 +625,14 @@ fn paginate(pieces: &[(Option<String>, String)], size: usize) -> Vec<String> {
     pages
 }
 
+/// The uploaded file's name of a job the caller may see, when it has one: read from the typed
+/// payload (a job [`Cairn::visible_job`] redacted has none).
+pub fn job_filename(job: &Job) -> Option<String> {
+    JobKind::of(job)
+        .ok()
+        .and_then(|k| k.filename().map(str::to_owned))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -659,12 +667,4 @@ mod tests {
         assert!(!pages[0].starts_with("##"));
         assert_eq!(paginate(&[], 10), vec![String::new()]);
     }
-}
-
-/// The uploaded file's name of a job the caller may see, when it has one: read from the typed
-/// payload (a job [`Cairn::visible_job`] redacted has none).
-pub fn job_filename(job: &Job) -> Option<String> {
-    JobKind::of(job)
-        .ok()
-        .and_then(|k| k.filename().map(str::to_owned))
 }
