@@ -109,11 +109,14 @@ impl JobWatch {
     /// Reads the job's stored state once (after a stream that ended early).
     fn refresh(self, session: Session, job_id: String) {
         leptos::task::spawn_local(async move {
-            let q = "query($id: ID!) { job(id: $id) { state stage error progress { done total } } }";
+            let q =
+                "query($id: ID!) { job(id: $id) { state stage error progress { done total } } }";
             if let Ok(v) = session.gql::<Value>(q, json!({ "id": job_id })).await {
                 let job = &v["job"];
                 if let Some(state) = job["state"].as_str() {
-                    let _ = self.stage.try_set(job["stage"].as_str().unwrap_or_default().to_owned());
+                    let _ = self
+                        .stage
+                        .try_set(job["stage"].as_str().unwrap_or_default().to_owned());
                     let _ = self.done.try_set(job["progress"]["done"].as_i64());
                     let _ = self.total.try_set(job["progress"]["total"].as_i64());
                     if let Some(error) = job["error"].as_str() {
