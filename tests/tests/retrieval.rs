@@ -189,11 +189,22 @@ fn peer_rankings(
     });
     let model = std::env::var("CAIRN_EMBED_MODEL")
         .unwrap_or_else(|_| panic!("CAIRN_EMBED_MODEL is not set"));
+    // The peer sees the chunks in a canonical order, numbered by it (document, then text):
+    // the same collection stored under other ids (the other backend, another ingest order)
+    // is the same input, so its rankings are computed once and read from the cache after.
+    let mut canonical: Vec<(i64, &StoredChunk)> = chunks.to_vec();
+    canonical.sort_by(|a, b| {
+        (a.1.document.as_str(), a.1.indexed.as_str(), a.0).cmp(&(
+            b.1.document.as_str(),
+            b.1.indexed.as_str(),
+            b.0,
+        ))
+    });
     let input = json!({
         "model_dir": model,
         "depth": 100,
-        "chunks": chunks.iter().map(|(id, c)| json!({
-            "id": id, "document": c.document, "text": c.content, "lexical_text": c.indexed,
+        "chunks": canonical.iter().enumerate().map(|(i, (_, c))| json!({
+            "id": i, "document": c.document, "text": c.content, "lexical_text": c.indexed,
         })).collect::<Vec<_>>(),
         "queries": queries.iter().map(|q| json!({ "id": q.id, "query": q.text })).collect::<Vec<_>>(),
     })
@@ -230,7 +241,8 @@ fn peer_rankings(
                 .as_array()
                 .into_iter()
                 .flatten()
-                .filter_map(Value::as_i64)
+                .filter_map(Value::as_u64)
+                .filter_map(|i| canonical.get(usize::try_from(i).ok()?).map(|c| c.0))
                 .collect();
             per.insert(ch.to_owned(), ids);
         }
