@@ -218,16 +218,22 @@ fn peer_rankings(
     let dir = report_dir();
     let out = dir.join(format!("peer-{key}.json"));
     if !out.exists() {
-        let inp = dir.join(format!("peer-{key}-input.json"));
+        // Tests running at once (both backends) may both miss the cache: each writes its own
+        // files and renames its output into place, so neither reads the other's half-work.
+        let mine = format!("{}-{:?}", std::process::id(), std::thread::current().id())
+            .replace(|c: char| !c.is_ascii_alphanumeric(), "");
+        let inp = dir.join(format!("peer-{key}-{mine}.input.json"));
+        let tmp = dir.join(format!("peer-{key}-{mine}.output.json"));
         std::fs::write(&inp, &input).unwrap_or_else(|e| panic!("{}: {e}", inp.display()));
         let status = std::process::Command::new(&python)
             .arg(repo_root().join("tests/retrieval_peer.py"))
             .arg(&inp)
-            .arg(&out)
+            .arg(&tmp)
             .status()
             .unwrap_or_else(|e| panic!("{python}: {e}"));
         assert!(status.success(), "the reference pipeline failed: {status}");
         let _ = std::fs::remove_file(&inp);
+        std::fs::rename(&tmp, &out).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
     }
     let v: Value = serde_json::from_str(
         &std::fs::read_to_string(&out).unwrap_or_else(|e| panic!("{}: {e}", out.display())),
