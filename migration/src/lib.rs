@@ -1,8 +1,8 @@
 //! Cairn's schema, one migration list for both backends.
 //!
 //! Each migration carries hand-written SQL per backend (`sql/*.sql`): the two schemas differ
-//! where the engines do (pgvector `vector(384)` + HNSW and a generated weighted `tsvector` on
-//! PostgreSQL; little-endian f32 blobs and an external-content FTS5 table on SQLite), and
+//! where the engines do (pgvector `vector(384)` + HNSW on PostgreSQL, little-endian f32 blobs
+//! on SQLite; since migration 4 both keep the lexical channel's own postings), and
 //! keeping them as plain SQL makes the constraints the database enforces easy to read.
 //! Every table of DESIGN.md §3 exists from the first migration on.
 

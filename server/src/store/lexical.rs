@@ -164,6 +164,7 @@ pub(crate) async fn index_document(
     let chunk_rows = tx.query_all_raw(q.build()).await?;
     let mut rows: Vec<(i64, &Posting, u32)> = Vec::new();
     let mut df: std::collections::BTreeMap<&str, i64> = std::collections::BTreeMap::new();
+    let mut total = 0i64;
     for r in &chunk_rows {
         let chunk_id: i64 = r.try_get("", "id")?;
         let index: i32 = r.try_get("", "chunk_index")?;
@@ -172,6 +173,7 @@ pub(crate) async fn index_document(
                 "document {document_id}: chunk {index} has no lexical entry"
             )));
         };
+        total += i64::from(t.len);
         for p in &t.postings {
             rows.push((chunk_id, p, t.len));
             *df.entry(p.term.as_str()).or_default() += 1;
@@ -205,12 +207,6 @@ pub(crate) async fn index_document(
     q.push("DELETE FROM lexical_documents WHERE document_id = ")
         .bind(document_id);
     tx.execute_raw(q.build()).await?;
-    let total: i64 = chunk_rows
-        .iter()
-        .filter_map(|r| r.try_get::<i32>("", "chunk_index").ok())
-        .filter_map(|i| by_index.get(&i))
-        .map(|t| i64::from(t.len))
-        .sum();
     let mut q = Sql::new(backend);
     q.push("INSERT INTO lexical_documents (document_id, chunks, terms) VALUES (")
         .bind(document_id)
