@@ -338,6 +338,44 @@ fn hard_split(para: &[Line<'_>], size: usize, units: &mut Vec<Unit>) {
     flush(&mut piece, &mut piece_chars, piece_page, units);
 }
 
+/// The inverse of [`chunk`]'s overlap: consecutive chunks of one section share their overlap
+/// paragraphs; the repeat is dropped, so each paragraph reads once. Chunks of different
+/// sections are left alone (the chunker never overlaps across a heading).
+pub fn dedupe_overlap(chunks: Vec<(Option<String>, String)>) -> Vec<(Option<String>, String)> {
+    let mut out: Vec<(Option<String>, String)> = Vec::with_capacity(chunks.len());
+    for (section, content) in chunks {
+        let trimmed = match out.last() {
+            Some((prev_section, prev)) if *prev_section == section => {
+                let paras: Vec<&str> = prev.split("\n\n").collect();
+                let mut cut = 0;
+                for k in (1..=paras.len()).rev() {
+                    let tail = paras[paras.len() - k..].join("\n\n");
+                    if content.starts_with(&tail) && tail.len() < content.len() {
+                        cut = tail.len();
+                        break;
+                    }
+                }
+                content[cut..].trim_start_matches('\n').to_owned()
+            }
+            _ => content,
+        };
+        out.push((section, trimmed));
+    }
+    out
+}
+
+/// A document version's text from its chunks in order (section, content): the overlap
+/// between neighbours removed, empty pieces dropped, joined by blank lines. This is the text
+/// the knowledge-graph extractor reads.
+pub fn text_of_chunks(chunks: Vec<(Option<String>, String)>) -> String {
+    dedupe_overlap(chunks)
+        .into_iter()
+        .map(|(_, c)| c)
+        .filter(|c| !c.trim().is_empty())
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
@@ -576,5 +614,18 @@ mod tests {
         let c = chunk("abc\n\ndef", &cfg(0, 0));
         assert_invariants(&c, 1);
         assert_eq!(contents(&c), vec!["a", "b", "c", "d", "e", "f"]);
+    }
+
+    #[test]
+    fn overlap_is_removed_once() {
+        let s = Some("Intro".to_owned());
+        let chunks = vec![
+            (s.clone(), "a\n\nb\n\nc".to_owned()),
+            (s.clone(), "c\n\nd".to_owned()),
+            (Some("Other".into()), "c\n\ne".to_owned()),
+        ];
+        let out = dedupe_overlap(chunks);
+        assert_eq!(out[1].1, "d");
+        assert_eq!(out[2].1, "c\n\ne", "no dedupe across sections");
     }
 }

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use cairn::app;
 use cairn::config::Config;
 use cairn::domain::{Role, Visibility};
-use cairn::jobs::{IngestResult, JobResult};
+use cairn::{IngestResult, JobResult};
 use cairn::service::{UploadRequest, DEFAULT_TEAM};
 use entity::prelude::JobState;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
@@ -140,7 +140,7 @@ pub async fn ingest(
     }
     .filter(|u| u.team_id == team.id)
     .ok_or("no such user in that team")?;
-    let principal = cairn::store::principal_of(&user, 0).map_err(|e| e.to_string())?;
+    let principal = cairn::service::principal_of(&user, 0).map_err(|e| e.to_string())?;
     if principal.role == Role::Viewer {
         return Err("viewers cannot upload".into());
     }

@@ -46,8 +46,9 @@ pub struct JobEvent {
 
 impl JobEvent {
     /// The event describing a job's stored state (for a subscriber that arrives late, and for
-    /// a NOTIFY that travelled as a reference).
-    pub fn of_job(job: &Job) -> JobEvent {
+    /// a NOTIFY that travelled as a reference). `private` comes from the job's typed kind,
+    /// which the publisher knows (`jobs::is_private`); the bus never parses payloads.
+    pub fn of_job(job: &Job, private: bool) -> JobEvent {
         let num = |k: &str| job.progress.get(k).and_then(serde_json::Value::as_i64);
         JobEvent {
             job_id: job.id,
@@ -72,7 +73,7 @@ impl JobEvent {
             } else {
                 num("seq").unwrap_or(0)
             },
-            private: job_is_private(job),
+            private,
         }
     }
 
@@ -89,12 +90,6 @@ pub enum EventKind {
     TokenRevoked(i64),
 }
 
-/// Whether a job concerns a private upload (typed: [`crate::jobs::JobKind::is_private`]); a
-/// row that does not parse counts as private, so nothing about it is shown to others.
-pub fn job_is_private(job: &Job) -> bool {
-    crate::jobs::JobKind::of(job).map_or(true, |k| k.is_private())
-}
-
 /// A NOTIFY payload at most this long is sent whole; a longer job event is sent as a reference.
 pub const NOTIFY_MAX_BYTES: usize = 7_900;
 
@@ -102,11 +97,19 @@ pub const NOTIFY_MAX_BYTES: usize = 7_900;
 #[derive(Debug, Serialize, Deserialize)]
 enum Wire {
     Event(Box<Event>),
-    /// A job event too large for NOTIFY: the listener reads the job's stored state.
+    /// A job event too large for NOTIFY: the listener reads the job's stored state (and
+    /// keeps the publisher's privacy flag).
     JobRef {
         team_id: i64,
         job_id: i64,
+        #[serde(default = "private_by_default")]
+        private: bool,
     },
+}
+
+/// A reference from an older instance carries no flag: its job counts as private.
+fn private_by_default() -> bool {
+    true
 }
 
 /// The NOTIFY payload for an event: the event itself, or a reference when it would not fit.
@@ -119,6 +122,7 @@ fn wire_payload(ev: Event) -> Result<String, serde_json::Error> {
         EventKind::Job(j) => serde_json::to_string(&Wire::JobRef {
             team_id: ev.team_id,
             job_id: j.job_id,
+            private: j.private,
         }),
         // Corpus names and descriptions are bounded far below the limit; send it anyway.
         _ => Ok(full),
@@ -224,12 +228,12 @@ impl Bus {
                             Ok(Wire::Event(ev)) => {
                                 let _ = local.send(*ev);
                             }
-                            Ok(Wire::JobRef { team_id, job_id }) => {
+                            Ok(Wire::JobRef { team_id, job_id, private }) => {
                                 match listen_store.team_job(team_id, job_id).await {
                                     Ok(Some(job)) => {
                                         let _ = local.send(Event {
                                             team_id,
-                                            kind: EventKind::Job(JobEvent::of_job(&job)),
+                                            kind: EventKind::Job(JobEvent::of_job(&job, private)),
                                         });
                                     }
                                     Ok(None) => {}

@@ -303,7 +303,9 @@ impl KgRunner {
         if chunks.is_empty() || chunks.iter().any(|c| c.version != version) {
             return Err("not readable, or changed since the run began".into());
         }
-        let text = crate::service::document_text_of(chunks);
+        let text = cairn_extract::chunk::text_of_chunks(
+            chunks.into_iter().map(|c| (c.section, c.content)).collect(),
+        );
         let (extraction, usage, extractor_name) =
             match cairn_kg::extract(self.extractor.as_ref(), &text).await {
                 Ok(o) => (o.extraction, o.usage, self.extractor.name().to_owned()),

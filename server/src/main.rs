@@ -8,7 +8,7 @@ use cairn::auth;
 use cairn::config::{Config, LogFormat};
 use cairn::domain::{self, Role};
 use cairn::service::{DEFAULT_TEAM, INITIAL_TOKEN_FILE};
-use cairn::store::Store;
+use cairn::Store;
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
@@ -115,7 +115,7 @@ enum CliError {
     #[error(transparent)]
     Start(#[from] app::StartError),
     #[error(transparent)]
-    Store(#[from] cairn::store::StoreError),
+    Store(#[from] cairn::StoreError),
     #[error(transparent)]
     Invalid(#[from] domain::InvalidInput),
     #[error("{0}")]
@@ -157,7 +157,7 @@ async fn run(cli: Cli) -> Result<(), CliError> {
             Ok(())
         }
         Command::Schema => {
-            print!("{}", cairn::graphql::sdl());
+            print!("{}", cairn::sdl());
             Ok(())
         }
         Command::Extract {
@@ -165,7 +165,7 @@ async fn run(cli: Cli) -> Result<(), CliError> {
             filename,
             memory_mb,
         } => {
-            let code = cairn::ingest::isolate::child_main(&path, &filename, memory_mb);
+            let code = cairn::extraction_child_main(&path, &filename, memory_mb);
             std::process::exit(code)
         }
         Command::Ingest {

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use indicatif::{MultiProgress, ProgressBar};
 use serde_json::{json, Value};
 
-use cairn::jobs::IngestResult;
+use cairn::IngestResult;
 
 use crate::bulk::{bar_style, collect, Summary, POLL};
 

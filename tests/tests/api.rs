@@ -2,7 +2,7 @@
 
 use cairn::auth::{can_read_document, DocumentAccess, Principal};
 use cairn::domain::{Role, Visibility};
-use cairn::store::NewDocument;
+use cairn::testing::NewDocument;
 use cairn_tests::{both_backends, error_code, ws_init, ws_next, Backend, TestServer};
 use futures_util::SinkExt;
 use rand::{Rng, SeedableRng};
@@ -21,6 +21,7 @@ both_backends!(
     readable_predicate_matches_the_rule,
     database_enforces_constraints,
     counts_cover_only_readable_documents,
+    corpus_documents_cost_the_same_for_many_corpora,
 );
 
 const CREATE_CORPUS: &str =
@@ -501,5 +502,105 @@ async fn counts_cover_only_readable_documents(b: Backend) {
     let count = |d: Value| d["corpora"]["edges"][0]["node"]["documentCount"].clone();
     assert_eq!(count(s.gql_ok(&s.owner_token, q, json!({})).await), 2);
     assert_eq!(count(s.gql_ok(&bob, q, json!({})).await), 2);
+    s.stop().await;
+}
+
+/// `corpora { documents { chunks } }` costs the same number of SQL statements for 3 corpora
+/// as for 15: `Corpus.documents` and `Document.chunks` go through batched loaders, each page
+/// bounded in SQL, and a page holds only what the caller may read.
+async fn corpus_documents_cost_the_same_for_many_corpora(b: Backend) {
+    let s = TestServer::start_tuned(b, |c| c.workers = 0).await;
+    let (bob_id, bob) = s.user_with_token("bob", "MEMBER").await;
+    let store = s.cairn().store.clone();
+    let me = s
+        .gql_ok(&s.owner_token, "{ me { user { id } team { id } } }", json!({}))
+        .await;
+    let id_of = |v: &Value| -> i64 {
+        v.as_str()
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_else(|| panic!("{me}"))
+    };
+    let admin_id = id_of(&me["me"]["user"]["id"]);
+    let team_id = id_of(&me["me"]["team"]["id"]);
+    let q = "{ corpora(first: 50) { edges { node { name documentCount documents(first: 2) { pageInfo { hasNextPage } edges { node { title chunks(first: 1) { index } } } } } } } }";
+    let mut made = 0usize;
+    let mut counts = Vec::new();
+    for target in [3usize, 15] {
+        while made < target {
+            let corpus: i64 = create_corpus(&s, &s.owner_token, &format!("c{made}"))
+                .await
+                .parse()
+                .unwrap_or_default();
+            for (owner, vis, title) in [
+                (admin_id, Visibility::Team, "team-1"),
+                (admin_id, Visibility::Team, "team-2"),
+                (admin_id, Visibility::Private, "admin-private"),
+                (bob_id, Visibility::Private, "bob-private"),
+            ] {
+                store
+                    .insert_document(&NewDocument {
+                        team_id,
+                        corpus_id: corpus,
+                        owner_id: owner,
+                        visibility: vis,
+                        title: title.into(),
+                        mime_type: "text/plain".into(),
+                    })
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"));
+            }
+            made += 1;
+        }
+        let mut best = u64::MAX;
+        for _ in 0..5 {
+            let before = store.statement_count();
+            let d = s.gql_ok(&s.owner_token, q, json!({})).await;
+            let after = store.statement_count();
+            best = best.min(after - before);
+            let corpora = d["corpora"]["edges"].as_array().cloned().unwrap_or_default();
+            assert_eq!(corpora.len(), target, "{d}");
+            for c in &corpora {
+                let node = &c["node"];
+                assert_eq!(node["documentCount"], 3, "{node}");
+                let docs = node["documents"]["edges"].as_array().cloned().unwrap_or_default();
+                assert_eq!(docs.len(), 2, "first: 2 per corpus: {node}");
+                assert_eq!(node["documents"]["pageInfo"]["hasNextPage"], true, "{node}");
+                assert!(
+                    docs.iter().all(|e| e["node"]["title"] != "bob-private"),
+                    "another user's private document in a page: {node}"
+                );
+            }
+        }
+        counts.push(best);
+    }
+    // Bob's pages hold his own private document, never the admin's.
+    let d = s
+        .gql_ok(
+            &bob,
+            "{ corpora(first: 50) { edges { node { documents(first: 10) { edges { node { title } } } } } } }",
+            json!({}),
+        )
+        .await;
+    let titles: Vec<String> = d["corpora"]["edges"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .flat_map(|c| {
+            c["node"]["documents"]["edges"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|e| e["node"]["title"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(titles.len(), 15 * 3, "{d}");
+    assert!(!titles.iter().any(|t| t == "admin-private"), "{titles:?}");
+    eprintln!("statements for 3 and 15 corpora ({b:?}): {counts:?}");
+    assert!(counts[0] > 0, "the counter counts nothing: {counts:?}");
+    assert!(
+        counts[1] <= counts[0],
+        "statement count grows with corpora: {counts:?}"
+    );
     s.stop().await;
 }

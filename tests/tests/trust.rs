@@ -14,7 +14,7 @@
 
 use std::time::Duration;
 
-use cairn::events::{Event, EventKind, JobEvent};
+use cairn::{Event, EventKind, JobEvent};
 use cairn_tests::{
     both_backends, error_code, require_model, ws_init, ws_next, Backend, TestServer, Ws,
 };
@@ -736,8 +736,8 @@ async fn delete_keeps_the_blob_a_queued_job_needs(backend: Backend) {
         .write(std::io::Cursor::new(text.clone()), 1 << 20)
         .unwrap_or_else(|e| panic!("{e}"));
     let (doc, _) = store
-        .store_ingest(cairn::store::documents::StoreIngest {
-            target: cairn::store::documents::Target::New {
+        .store_ingest(cairn::testing::StoreIngest {
+            target: cairn::testing::Target::New {
                 team_id: team.id,
                 corpus_id: corpus.id,
                 owner_id: owner.id,
@@ -745,7 +745,7 @@ async fn delete_keeps_the_blob_a_queued_job_needs(backend: Backend) {
                 title: "first".into(),
                 source_url: None,
             },
-            blob: cairn::store::documents::BlobRef {
+            blob: cairn::testing::BlobRef {
                 content_hash: blob.content_hash.clone(),
                 mime_type: "text/markdown".into(),
                 size: blob.size as i64,
@@ -822,7 +822,7 @@ async fn large_job_events_cross_notify() {
         .unwrap_or_else(|e| panic!("{e}"))
         .unwrap_or_else(|| panic!("job"));
     let mut rx = cairn.bus.subscribe();
-    let mut ev = JobEvent::of_job(&job);
+    let mut ev = JobEvent::of_job(&job, false);
     ev.error = Some("e".repeat(20_000));
     cairn.bus.publish(Event {
         team_id: job.team_id,

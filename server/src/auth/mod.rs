@@ -71,6 +71,12 @@ pub fn can_read_document(p: &Principal, d: &DocumentAccess) -> bool {
         && (d.visibility == Visibility::Team || d.owner_id == p.user_id)
 }
 
+/// Whether `p` may change a document of its team (attach a new version, set its visibility,
+/// move it): its owner, or an admin of its team. Never a document of another team.
+pub fn may_replace(p: &Principal, team_id: i64, owner_id: i64) -> bool {
+    team_id == p.team_id && (owner_id == p.user_id || p.can(Capability::Admin))
+}
+
 /// Whether `p` may follow a job of its team at all: its own, or any for admins.
 pub fn can_see_job(p: &Principal, created_by: Option<i64>) -> bool {
     created_by == Some(p.user_id) || p.can(Capability::Admin)

@@ -6,14 +6,14 @@ use chrono::{DateTime, Utc};
 use futures_util::Stream;
 use tokio_stream::StreamExt;
 
-use super::types::{api, GqlCorpus};
+use super::error::api;
+use super::loaders::{load, load_list};
+use entity::prelude::{Chunk, ContentBlob, DocumentVersion};
 use super::{cairn_of, loaders_of, page, parse_cursor, parse_id, principal_of};
-use crate::domain::Visibility;
-use crate::events::JobEvent;
-use crate::service::{ServiceError, UploadRequest};
+use crate::service::{JobEvent, UploadRequest};
 
 #[derive(Enum, Clone, Copy, PartialEq, Eq, Debug)]
-#[graphql(name = "Visibility")]
+#[graphql(name = "Visibility", remote = "crate::domain::Visibility")]
 pub enum GqlVisibility {
     /// Everyone in the team.
     Team,
@@ -21,20 +21,68 @@ pub enum GqlVisibility {
     Private,
 }
 
-impl From<GqlVisibility> for Visibility {
-    fn from(v: GqlVisibility) -> Self {
-        match v {
-            GqlVisibility::Team => Visibility::Team,
-            GqlVisibility::Private => Visibility::Private,
-        }
-    }
-}
-
 fn visibility_of(s: &str) -> GqlVisibility {
     if s == "private" {
         GqlVisibility::Private
     } else {
         GqlVisibility::Team
+    }
+}
+
+/// A named collection of documents. System corpora are readable by every team.
+#[derive(SimpleObject)]
+#[graphql(name = "Corpus", complex)]
+pub struct GqlCorpus {
+    pub id: ID,
+    pub name: String,
+    pub description: Option<String>,
+    pub system: bool,
+    pub created_at: DateTime<Utc>,
+    #[graphql(skip)]
+    pub raw_id: i64,
+}
+
+impl From<entity::prelude::Corpus> for GqlCorpus {
+    fn from(c: entity::prelude::Corpus) -> Self {
+        GqlCorpus {
+            id: ID(c.id.to_string()),
+            raw_id: c.id,
+            name: c.name,
+            description: c.description,
+            system: c.system,
+            created_at: c.created_at,
+        }
+    }
+}
+
+#[ComplexObject]
+impl GqlCorpus {
+    /// Documents in this corpus that the caller may read.
+    async fn document_count(&self, ctx: &Context<'_>) -> async_graphql::Result<i64> {
+        Ok(self.counts(ctx).await?.documents)
+    }
+
+    /// The documents of this corpus the caller may read, oldest first.
+    async fn documents(
+        &self,
+        ctx: &Context<'_>,
+        first: Option<i32>,
+        after: Option<String>,
+    ) -> async_graphql::Result<Connection<String, GqlDocument, EmptyFields, EmptyFields>> {
+        corpus_documents(ctx, self.raw_id, first, after).await
+    }
+
+    /// Chunks of the documents in this corpus that the caller may read.
+    async fn chunk_count(&self, ctx: &Context<'_>) -> async_graphql::Result<i64> {
+        Ok(self.counts(ctx).await?.chunks)
+    }
+}
+
+impl GqlCorpus {
+    async fn counts(&self, ctx: &Context<'_>) -> async_graphql::Result<crate::service::CorpusCounts> {
+        Ok(load(&loaders_of(ctx)?.corpus_counts, self.raw_id)
+            .await?
+            .unwrap_or_default())
     }
 }
 
@@ -94,21 +142,15 @@ pub struct GqlDocumentVersion {
 #[ComplexObject]
 impl GqlDocument {
     async fn corpus(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<GqlCorpus>> {
-        let l = loaders_of(ctx)?;
-        Ok(l.corpora
-            .load_one(self.corpus_id)
-            .await
-            .map_err(|e| api(ServiceError::Internal(e.to_string())))?
+        Ok(load(&loaders_of(ctx)?.corpora, self.corpus_id)
+            .await?
             .map(GqlCorpus::from))
     }
 
     /// Who uploaded it.
     async fn owner_name(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<String>> {
-        let l = loaders_of(ctx)?;
-        Ok(l.users
-            .load_one(self.owner_id)
-            .await
-            .map_err(|e| api(ServiceError::Internal(e.to_string())))?
+        Ok(load(&loaders_of(ctx)?.users, self.owner_id)
+            .await?
             .map(|u| u.name))
     }
 
@@ -119,25 +161,38 @@ impl GqlDocument {
         ctx: &Context<'_>,
         first: Option<i32>,
     ) -> async_graphql::Result<Vec<GqlChunk>> {
-        let l = loaders_of(ctx)?;
-        let mut all = l
-            .chunks
-            .load_one(self.raw_id)
-            .await
-            .map_err(|e| api(ServiceError::Internal(e.to_string())))?
-            .unwrap_or_default();
+        let mut all: Vec<GqlChunk> = load_list(&loaders_of(ctx)?.chunks, self.raw_id).await?;
         all.truncate(first.unwrap_or(100).clamp(0, 1000) as usize);
         Ok(all)
     }
 
     /// Every version, oldest first.
     async fn versions(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<GqlDocumentVersion>> {
-        let l = loaders_of(ctx)?;
-        Ok(l.versions
-            .load_one(self.raw_id)
-            .await
-            .map_err(|e| api(ServiceError::Internal(e.to_string())))?
-            .unwrap_or_default())
+        load_list(&loaders_of(ctx)?.versions, self.raw_id).await
+    }
+}
+
+impl From<(DocumentVersion, Option<ContentBlob>)> for GqlDocumentVersion {
+    fn from((v, blob): (DocumentVersion, Option<ContentBlob>)) -> Self {
+        GqlDocumentVersion {
+            version: v.version,
+            extracted_chars: v.extracted_chars,
+            created_at: v.created_at,
+            content_hash: blob.as_ref().map(|b| b.content_hash.clone()),
+            size: blob.map(|b| b.size),
+        }
+    }
+}
+
+impl From<Chunk> for GqlChunk {
+    fn from(c: Chunk) -> Self {
+        GqlChunk {
+            index: c.chunk_index,
+            section: c.section,
+            page: c.page,
+            content: c.content,
+            version: c.version,
+        }
     }
 }
 

@@ -23,8 +23,7 @@ use async_graphql::extensions::{
 use async_graphql::parser::types::ExecutableDocument;
 use async_graphql::{ErrorExtensions, ServerError, ServerResult, ValidationResult, Variables};
 
-use crate::auth::AuthError;
-use crate::service::ServiceError;
+use crate::service::{AuthError, ServiceError};
 
 pub const UNAUTHENTICATED: &str = "UNAUTHENTICATED";
 pub const FORBIDDEN: &str = "FORBIDDEN";
@@ -55,30 +54,44 @@ pub struct ApiError(pub ServiceError);
 
 impl From<ApiError> for async_graphql::Error {
     fn from(ApiError(e): ApiError) -> Self {
-        match e {
-            ServiceError::Auth(AuthError::MissingToken | AuthError::InvalidToken) => {
-                coded(UNAUTHENTICATED, e.to_string())
-            }
-            ServiceError::Auth(AuthError::Forbidden(_) | AuthError::SystemCorpus) => {
-                coded(FORBIDDEN, e.to_string())
-            }
-            ServiceError::NotFound(_) => coded(NOT_FOUND, e.to_string()),
-            ServiceError::Invalid(_) => coded(BAD_USER_INPUT, e.to_string()),
-            ServiceError::Conflict(_) => coded(CONFLICT, e.to_string()),
-            ServiceError::TooLarge(_) => coded(PAYLOAD_TOO_LARGE, e.to_string()),
-            ServiceError::Unavailable(_) => coded(UNAVAILABLE, e.to_string()),
-            ServiceError::QuotaExceeded(_) => coded(QUOTA_EXCEEDED, e.to_string()),
-            ServiceError::RateLimited(_) => coded(RATE_LIMITED, e.to_string()),
-            ServiceError::Upstream { code, .. } => coded(code, e.to_string()),
-            ServiceError::Internal(detail) => {
-                tracing::error!(error = %detail, "internal error");
-                coded(INTERNAL, "internal error")
-            }
-        }
+        client_error(&e)
     }
 }
 
-pub type ApiResult<T> = Result<T, ApiError>;
+/// A service error as a resolver returns it (`.map_err(api)`).
+pub(crate) fn api(e: ServiceError) -> async_graphql::Error {
+    client_error(&e)
+}
+
+/// A dataloader's error (one `Arc` shared by every key of the batch), keeping its kind:
+/// a loader that failed with NOT_FOUND or FORBIDDEN answers that, not INTERNAL.
+pub(crate) fn loaded(e: std::sync::Arc<ServiceError>) -> async_graphql::Error {
+    client_error(&e)
+}
+
+/// The code table: every service error becomes its client code here and nowhere else.
+fn client_error(e: &ServiceError) -> async_graphql::Error {
+    match e {
+        ServiceError::Auth(AuthError::MissingToken | AuthError::InvalidToken) => {
+            coded(UNAUTHENTICATED, e.to_string())
+        }
+        ServiceError::Auth(AuthError::Forbidden(_) | AuthError::SystemCorpus) => {
+            coded(FORBIDDEN, e.to_string())
+        }
+        ServiceError::NotFound(_) => coded(NOT_FOUND, e.to_string()),
+        ServiceError::Invalid(_) => coded(BAD_USER_INPUT, e.to_string()),
+        ServiceError::Conflict(_) => coded(CONFLICT, e.to_string()),
+        ServiceError::TooLarge(_) => coded(PAYLOAD_TOO_LARGE, e.to_string()),
+        ServiceError::Unavailable(_) => coded(UNAVAILABLE, e.to_string()),
+        ServiceError::QuotaExceeded(_) => coded(QUOTA_EXCEEDED, e.to_string()),
+        ServiceError::RateLimited(_) => coded(RATE_LIMITED, e.to_string()),
+        ServiceError::Upstream { code, .. } => coded(code, e.to_string()),
+        ServiceError::Internal(detail) => {
+            tracing::error!(error = %detail, "internal error");
+            coded(INTERNAL, "internal error")
+        }
+    }
+}
 
 /// Gives parse and validation errors (which async-graphql raises without a code) their code,
 /// on HTTP and WebSocket alike.

@@ -7,12 +7,12 @@ use async_graphql::connection::{Connection, EmptyFields};
 use async_graphql::{ComplexObject, Context, Object, SimpleObject, ID};
 
 use super::documents::GqlJob;
-use super::types::api;
+use super::error::{api, loaded};
+use super::loaders::{load, load_list};
 use super::{cairn_of, loaders_of, page_with, parse_id, principal_of, MAX_PAGE};
 use crate::domain::InvalidInput;
 use crate::service::kg::EntityCursor;
-use crate::service::ServiceError;
-use crate::store::kg::{KgEntity, KgMention, KgRelation};
+use crate::service::{KgEntity, KgMention, KgRelation};
 
 /// An entity: a thing with a type and a canonical name, visible because at least one of its
 /// mentions is on a document the caller can read.
@@ -40,32 +40,16 @@ impl From<KgEntity> for GqlEntity {
     }
 }
 
-fn load_err(e: impl std::fmt::Display) -> async_graphql::Error {
-    api(ServiceError::Internal(e.to_string()))
-}
-
 #[ComplexObject]
 impl GqlEntity {
     /// Relations in and out of this entity that have a readable mention.
     async fn relations(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<GqlRelation>> {
-        let rels = loaders_of(ctx)?
-            .kg_entity_relations
-            .load_one(self.raw_id)
-            .await
-            .map_err(load_err)?
-            .unwrap_or_default();
-        Ok(rels.into_iter().map(GqlRelation::from).collect())
+        load_list(&loaders_of(ctx)?.kg_entity_relations, self.raw_id).await
     }
 
     /// Every mention of this entity on a readable document.
     async fn mentions(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<GqlMention>> {
-        let ms = loaders_of(ctx)?
-            .kg_entity_mentions
-            .load_one(self.raw_id)
-            .await
-            .map_err(load_err)?
-            .unwrap_or_default();
-        Ok(ms.into_iter().map(GqlMention::from).collect())
+        load_list(&loaders_of(ctx)?.kg_entity_mentions, self.raw_id).await
     }
 }
 
@@ -97,11 +81,8 @@ impl From<KgRelation> for GqlRelation {
 }
 
 async fn load_entity(ctx: &Context<'_>, id: i64) -> async_graphql::Result<Option<GqlEntity>> {
-    Ok(loaders_of(ctx)?
-        .kg_entities
-        .load_one(id)
-        .await
-        .map_err(load_err)?
+    Ok(load(&loaders_of(ctx)?.kg_entities, id)
+        .await?
         .map(GqlEntity::from))
 }
 
@@ -117,13 +98,7 @@ impl GqlRelation {
 
     /// Every mention of this relation on a readable document.
     async fn mentions(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<GqlMention>> {
-        let ms = loaders_of(ctx)?
-            .kg_relation_mentions
-            .load_one(self.raw_id)
-            .await
-            .map_err(load_err)?
-            .unwrap_or_default();
-        Ok(ms.into_iter().map(GqlMention::from).collect())
+        load_list(&loaders_of(ctx)?.kg_relation_mentions, self.raw_id).await
     }
 }
 
@@ -181,18 +156,18 @@ async fn prime(
         l.kg_entity_mentions
             .load_many(ids.iter().copied())
             .await
-            .map_err(load_err)?;
+            .map_err(loaded)?;
     }
     let rels = look.field("relations");
     if rels.exists() {
-        let loaded = l
+        let relations = l
             .kg_entity_relations
             .load_many(ids.iter().copied())
             .await
-            .map_err(load_err)?;
+            .map_err(loaded)?;
         let mut rel_ids = Vec::new();
         let mut ends = Vec::new();
-        for r in loaded.values().flatten() {
+        for r in relations.values().flatten() {
             rel_ids.push(r.id);
             ends.push(r.subject_id);
             ends.push(r.object_id);
@@ -201,10 +176,10 @@ async fn prime(
             l.kg_relation_mentions
                 .load_many(rel_ids)
                 .await
-                .map_err(load_err)?;
+                .map_err(loaded)?;
         }
         if rels.field("subject").exists() || rels.field("object").exists() {
-            l.kg_entities.load_many(ends).await.map_err(load_err)?;
+            l.kg_entities.load_many(ends).await.map_err(loaded)?;
         }
     }
     Ok(())
@@ -314,14 +289,14 @@ impl KgQuery {
                 .kg_entities
                 .load_many(node_ids.iter().copied())
                 .await
-                .map_err(load_err)?;
+                .map_err(loaded)?;
         }
         if edges.field("mentions").exists() {
             loaders_of(ctx)?
                 .kg_relation_mentions
                 .load_many(g.edges.iter().map(|r| r.id))
                 .await
-                .map_err(load_err)?;
+                .map_err(loaded)?;
         }
         Ok(GqlSubgraph {
             nodes: g.nodes.into_iter().map(GqlEntity::from).collect(),

@@ -5,259 +5,169 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use async_graphql::dataloader::{DataLoader, HashMapCache, Loader};
-use entity::prelude::{Corpus, Document, Team, User};
+use async_graphql::dataloader::{CacheFactory, DataLoader, HashMapCache, Loader};
+use entity::prelude::{Chunk, ContentBlob, Corpus, Document, DocumentVersion, Team, User};
 
-use super::documents::{GqlChunk, GqlDocumentVersion};
-
-use crate::auth::Principal;
-use crate::service::{Cairn, ServiceError};
-use crate::store::kg::{KgEntity, KgMention, KgRelation};
-use crate::store::CorpusCounts;
+use super::error::loaded;
+use crate::service::{
+    Cairn, CorpusCounts, KgEntity, KgMention, KgRelation, Principal, ServiceError, ServiceResult,
+};
 
 pub type LoadError = Arc<ServiceError>;
 
-pub struct TeamLoader(pub Cairn);
-
-impl Loader<i64> for TeamLoader {
-    type Value = Team;
-    type Error = LoadError;
-
-    async fn load(&self, keys: &[i64]) -> Result<HashMap<i64, Team>, LoadError> {
-        let rows = self.0.teams_by_ids(keys).await.map_err(Arc::new)?;
-        Ok(rows.into_iter().map(|t| (t.id, t)).collect())
-    }
-}
-
-pub struct UserLoader {
-    pub cairn: Cairn,
-    pub principal: Principal,
-}
-
-impl Loader<i64> for UserLoader {
-    type Value = User;
-    type Error = LoadError;
-
-    async fn load(&self, keys: &[i64]) -> Result<HashMap<i64, User>, LoadError> {
-        let rows = self
-            .cairn
-            .users_by_ids(&self.principal, keys)
-            .await
-            .map_err(Arc::new)?;
-        Ok(rows.into_iter().map(|u| (u.id, u)).collect())
-    }
-}
-
-/// Document and chunk counts per corpus, over what the principal may read.
-pub struct CorpusCountsLoader {
-    pub cairn: Cairn,
-    pub principal: Principal,
-}
-
-impl Loader<i64> for CorpusCountsLoader {
-    type Value = CorpusCounts;
-    type Error = LoadError;
-
-    async fn load(&self, keys: &[i64]) -> Result<HashMap<i64, CorpusCounts>, LoadError> {
-        let rows = self
-            .cairn
-            .corpus_counts(&self.principal, keys)
-            .await
-            .map_err(Arc::new)?;
-        Ok(rows.into_iter().collect())
-    }
-}
-
-/// Corpora visible to the principal's team, by id.
-pub struct CorpusLoader {
-    pub cairn: Cairn,
-    pub principal: Principal,
-}
-
-impl Loader<i64> for CorpusLoader {
-    type Value = Corpus;
-    type Error = LoadError;
-
-    async fn load(&self, keys: &[i64]) -> Result<HashMap<i64, Corpus>, LoadError> {
-        let rows = self
-            .cairn
-            .corpora_by_ids(&self.principal, keys)
-            .await
-            .map_err(Arc::new)?;
-        Ok(rows.into_iter().map(|c| (c.id, c)).collect())
-    }
-}
-
-/// Readable documents, by id.
-pub struct DocumentLoader {
-    pub cairn: Cairn,
-    pub principal: Principal,
-}
-
-impl Loader<i64> for DocumentLoader {
-    type Value = Document;
-    type Error = LoadError;
-
-    async fn load(&self, keys: &[i64]) -> Result<HashMap<i64, Document>, LoadError> {
-        let rows = self
-            .cairn
-            .documents_by_ids(&self.principal, keys)
-            .await
-            .map_err(Arc::new)?;
-        Ok(rows.into_iter().map(|d| (d.id, d)).collect())
-    }
-}
-
-/// Versions (with their blobs) of readable documents, by document id.
-pub struct VersionsLoader {
-    pub cairn: Cairn,
-    pub principal: Principal,
-}
-
-impl Loader<i64> for VersionsLoader {
-    type Value = Vec<GqlDocumentVersion>;
-    type Error = LoadError;
-
-    async fn load(&self, keys: &[i64]) -> Result<HashMap<i64, Vec<GqlDocumentVersion>>, LoadError> {
-        let rows = self
-            .cairn
-            .versions_of(&self.principal, keys)
-            .await
-            .map_err(Arc::new)?;
-        let mut out: HashMap<i64, Vec<GqlDocumentVersion>> = HashMap::new();
-        for (v, blob) in rows {
-            out.entry(v.document_id)
-                .or_default()
-                .push(GqlDocumentVersion {
-                    version: v.version,
-                    extracted_chars: v.extracted_chars,
-                    created_at: v.created_at,
-                    content_hash: blob.as_ref().map(|b| b.content_hash.clone()),
-                    size: blob.map(|b| b.size),
-                });
+/// One loader: a struct holding the core and the request's principal, whose batch function
+/// (`|cairn, principal, keys| …`, a `ServiceResult<HashMap<key, value>>`) runs one service
+/// call for every key the request asked for.
+macro_rules! loader {
+    ($(#[$doc:meta])* $name:ident: $key:ty => $value:ty, |$cairn:ident, $p:ident, $keys:ident| $body:expr) => {
+        $(#[$doc])*
+        pub struct $name {
+            cairn: Cairn,
+            principal: Principal,
         }
-        Ok(out)
-    }
-}
 
-/// The current version's chunks of readable documents, by document id.
-pub struct ChunksLoader {
-    pub cairn: Cairn,
-    pub principal: Principal,
-}
-
-impl Loader<i64> for ChunksLoader {
-    type Value = Vec<GqlChunk>;
-    type Error = LoadError;
-
-    async fn load(&self, keys: &[i64]) -> Result<HashMap<i64, Vec<GqlChunk>>, LoadError> {
-        let rows = self
-            .cairn
-            .current_chunks(&self.principal, keys)
-            .await
-            .map_err(Arc::new)?;
-        let mut out: HashMap<i64, Vec<GqlChunk>> = HashMap::new();
-        for c in rows {
-            out.entry(c.document_id).or_default().push(GqlChunk {
-                index: c.chunk_index,
-                section: c.section,
-                page: c.page,
-                content: c.content,
-                version: c.version,
-            });
-        }
-        Ok(out)
-    }
-}
-
-/// Visible knowledge-graph entities (at least one readable mention), by id.
-pub struct KgEntityLoader {
-    pub cairn: Cairn,
-    pub principal: Principal,
-}
-
-impl Loader<i64> for KgEntityLoader {
-    type Value = KgEntity;
-    type Error = LoadError;
-
-    async fn load(&self, keys: &[i64]) -> Result<HashMap<i64, KgEntity>, LoadError> {
-        let rows = self
-            .cairn
-            .entities_by_ids(&self.principal, keys)
-            .await
-            .map_err(Arc::new)?;
-        Ok(rows.into_iter().map(|e| (e.id, e)).collect())
-    }
-}
-
-/// Readable mentions of entities, by entity id.
-pub struct KgEntityMentionsLoader {
-    pub cairn: Cairn,
-    pub principal: Principal,
-}
-
-impl Loader<i64> for KgEntityMentionsLoader {
-    type Value = Vec<KgMention>;
-    type Error = LoadError;
-
-    async fn load(&self, keys: &[i64]) -> Result<HashMap<i64, Vec<KgMention>>, LoadError> {
-        let rows = self
-            .cairn
-            .entity_mentions(&self.principal, keys)
-            .await
-            .map_err(Arc::new)?;
-        let mut out: HashMap<i64, Vec<KgMention>> = HashMap::new();
-        for m in rows {
-            if let Some(e) = m.entity_id {
-                out.entry(e).or_default().push(m);
+        impl $name {
+            fn new(cairn: &Cairn, principal: &Principal) -> $name {
+                $name {
+                    cairn: cairn.clone(),
+                    principal: principal.clone(),
+                }
             }
         }
-        Ok(out)
-    }
-}
 
-/// Readable mentions of relations, by relation id.
-pub struct KgRelationMentionsLoader {
-    pub cairn: Cairn,
-    pub principal: Principal,
-}
+        impl Loader<$key> for $name {
+            type Value = $value;
+            type Error = LoadError;
 
-impl Loader<i64> for KgRelationMentionsLoader {
-    type Value = Vec<KgMention>;
-    type Error = LoadError;
-
-    async fn load(&self, keys: &[i64]) -> Result<HashMap<i64, Vec<KgMention>>, LoadError> {
-        let rows = self
-            .cairn
-            .relation_mentions(&self.principal, keys)
-            .await
-            .map_err(Arc::new)?;
-        let mut out: HashMap<i64, Vec<KgMention>> = HashMap::new();
-        for m in rows {
-            if let Some(r) = m.relation_id {
-                out.entry(r).or_default().push(m);
+            async fn load(&self, $keys: &[$key]) -> Result<HashMap<$key, $value>, LoadError> {
+                let ($cairn, $p) = (&self.cairn, &self.principal);
+                let out: ServiceResult<HashMap<$key, $value>> = $body;
+                out.map_err(Arc::new)
             }
         }
-        Ok(out)
+    };
+}
+
+/// Rows keyed by their own id.
+fn by_id<R>(rows: Vec<R>, id: impl Fn(&R) -> i64) -> HashMap<i64, R> {
+    rows.into_iter().map(|r| (id(&r), r)).collect()
+}
+
+/// Rows grouped under a key (rows without one are dropped), each converted, in row order.
+fn grouped<R, V>(
+    rows: Vec<R>,
+    key: impl Fn(&R) -> Option<i64>,
+    value: impl Fn(R) -> V,
+) -> HashMap<i64, Vec<V>> {
+    let mut out: HashMap<i64, Vec<V>> = HashMap::new();
+    for r in rows {
+        if let Some(k) = key(&r) {
+            out.entry(k).or_default().push(value(r));
+        }
     }
+    out
 }
 
-/// Visible relations in and out of entities, by entity id.
-pub struct KgEntityRelationsLoader {
-    pub cairn: Cairn,
-    pub principal: Principal,
+/// One key through a loader, its error keeping its kind (`graphql::error::loaded`).
+pub(crate) async fn load<L, C>(
+    loader: &DataLoader<L, C>,
+    key: i64,
+) -> async_graphql::Result<Option<L::Value>>
+where
+    L: Loader<i64, Error = LoadError>,
+    C: CacheFactory,
+{
+    loader.load_one(key).await.map_err(loaded)
 }
 
-impl Loader<i64> for KgEntityRelationsLoader {
-    type Value = Vec<KgRelation>;
-    type Error = LoadError;
+/// A list-valued field: one key's rows through a loader, converted (none: an empty list).
+pub(crate) async fn load_list<L, C, V, T>(
+    loader: &DataLoader<L, C>,
+    key: i64,
+) -> async_graphql::Result<Vec<T>>
+where
+    L: Loader<i64, Value = Vec<V>, Error = LoadError>,
+    C: CacheFactory,
+    T: From<V>,
+{
+    Ok(load(loader, key)
+        .await?
+        .unwrap_or_default()
+        .into_iter()
+        .map(T::from)
+        .collect())
+}
 
-    async fn load(&self, keys: &[i64]) -> Result<HashMap<i64, Vec<KgRelation>>, LoadError> {
-        let rows = self
-            .cairn
-            .entity_relations(&self.principal, keys)
-            .await
-            .map_err(Arc::new)?;
+loader!(
+    /// Teams, by id.
+    TeamLoader: i64 => Team,
+    |cairn, _p, keys| Ok(by_id(cairn.teams_by_ids(keys).await?, |t| t.id))
+);
+
+loader!(
+    /// Users of the principal's team, by id.
+    UserLoader: i64 => User,
+    |cairn, p, keys| Ok(by_id(cairn.users_by_ids(p, keys).await?, |u| u.id))
+);
+
+loader!(
+    /// Document and chunk counts per corpus, over what the principal may read.
+    CorpusCountsLoader: i64 => CorpusCounts,
+    |cairn, p, keys| Ok(cairn.corpus_counts(p, keys).await?.into_iter().collect())
+);
+
+loader!(
+    /// Corpora visible to the principal's team, by id.
+    CorpusLoader: i64 => Corpus,
+    |cairn, p, keys| Ok(by_id(cairn.corpora_by_ids(p, keys).await?, |c| c.id))
+);
+
+loader!(
+    /// Readable documents, by id.
+    DocumentLoader: i64 => Document,
+    |cairn, p, keys| Ok(by_id(cairn.documents_by_ids(p, keys).await?, |d| d.id))
+);
+
+loader!(
+    /// Versions (with their blobs) of readable documents, by document id.
+    VersionsLoader: i64 => Vec<(DocumentVersion, Option<ContentBlob>)>,
+    |cairn, p, keys| Ok(grouped(
+        cairn.versions_of(p, keys).await?,
+        |(v, _)| Some(v.document_id),
+        |row| row,
+    ))
+);
+
+loader!(
+    /// The current version's chunks of readable documents, by document id.
+    ChunksLoader: i64 => Vec<Chunk>,
+    |cairn, p, keys| Ok(grouped(cairn.current_chunks(p, keys).await?, |c| Some(c.document_id), |c| c))
+);
+
+loader!(
+    /// Visible knowledge-graph entities (at least one readable mention), by id.
+    KgEntityLoader: i64 => KgEntity,
+    |cairn, p, keys| Ok(by_id(cairn.entities_by_ids(p, keys).await?, |e| e.id))
+);
+
+loader!(
+    /// Readable mentions of entities, by entity id.
+    KgEntityMentionsLoader: i64 => Vec<KgMention>,
+    |cairn, p, keys| Ok(grouped(cairn.entity_mentions(p, keys).await?, |m| m.entity_id, |m| m))
+);
+
+loader!(
+    /// Readable mentions of relations, by relation id.
+    KgRelationMentionsLoader: i64 => Vec<KgMention>,
+    |cairn, p, keys| Ok(grouped(cairn.relation_mentions(p, keys).await?, |m| m.relation_id, |m| m))
+);
+
+loader!(
+    /// Visible relations in and out of entities, by entity id (a relation between two asked
+    /// entities is listed under both).
+    KgEntityRelationsLoader: i64 => Vec<KgRelation>,
+    |cairn, p, keys| {
+        let rows = cairn.entity_relations(p, keys).await?;
         let wanted: std::collections::HashSet<i64> = keys.iter().copied().collect();
         let mut out: HashMap<i64, Vec<KgRelation>> = HashMap::new();
         for r in rows {
@@ -270,7 +180,7 @@ impl Loader<i64> for KgEntityRelationsLoader {
         }
         Ok(out)
     }
-}
+);
 
 /// The per-request data a resolver may rely on once the caller is authenticated.
 pub struct Loaders {
@@ -292,81 +202,37 @@ pub struct Loaders {
 
 impl Loaders {
     pub fn new(cairn: &Cairn, principal: &Principal) -> Loaders {
+        let cached = HashMapCache::default;
         Loaders {
-            corpora: DataLoader::new(
-                CorpusLoader {
-                    cairn: cairn.clone(),
-                    principal: principal.clone(),
-                },
-                tokio::spawn,
-            ),
-            documents: DataLoader::new(
-                DocumentLoader {
-                    cairn: cairn.clone(),
-                    principal: principal.clone(),
-                },
-                tokio::spawn,
-            ),
-            versions: DataLoader::new(
-                VersionsLoader {
-                    cairn: cairn.clone(),
-                    principal: principal.clone(),
-                },
-                tokio::spawn,
-            ),
-            chunks: DataLoader::new(
-                ChunksLoader {
-                    cairn: cairn.clone(),
-                    principal: principal.clone(),
-                },
-                tokio::spawn,
-            ),
-            teams: DataLoader::new(TeamLoader(cairn.clone()), tokio::spawn),
-            users: DataLoader::new(
-                UserLoader {
-                    cairn: cairn.clone(),
-                    principal: principal.clone(),
-                },
-                tokio::spawn,
-            ),
+            corpora: DataLoader::new(CorpusLoader::new(cairn, principal), tokio::spawn),
+            documents: DataLoader::new(DocumentLoader::new(cairn, principal), tokio::spawn),
+            versions: DataLoader::new(VersionsLoader::new(cairn, principal), tokio::spawn),
+            chunks: DataLoader::new(ChunksLoader::new(cairn, principal), tokio::spawn),
+            teams: DataLoader::new(TeamLoader::new(cairn, principal), tokio::spawn),
+            users: DataLoader::new(UserLoader::new(cairn, principal), tokio::spawn),
             corpus_counts: DataLoader::new(
-                CorpusCountsLoader {
-                    cairn: cairn.clone(),
-                    principal: principal.clone(),
-                },
+                CorpusCountsLoader::new(cairn, principal),
                 tokio::spawn,
             ),
             kg_entities: DataLoader::with_cache(
-                KgEntityLoader {
-                    cairn: cairn.clone(),
-                    principal: principal.clone(),
-                },
+                KgEntityLoader::new(cairn, principal),
                 tokio::spawn,
-                HashMapCache::default(),
+                cached(),
             ),
             kg_entity_mentions: DataLoader::with_cache(
-                KgEntityMentionsLoader {
-                    cairn: cairn.clone(),
-                    principal: principal.clone(),
-                },
+                KgEntityMentionsLoader::new(cairn, principal),
                 tokio::spawn,
-                HashMapCache::default(),
+                cached(),
             ),
             kg_relation_mentions: DataLoader::with_cache(
-                KgRelationMentionsLoader {
-                    cairn: cairn.clone(),
-                    principal: principal.clone(),
-                },
+                KgRelationMentionsLoader::new(cairn, principal),
                 tokio::spawn,
-                HashMapCache::default(),
+                cached(),
             ),
             kg_entity_relations: DataLoader::with_cache(
-                KgEntityRelationsLoader {
-                    cairn: cairn.clone(),
-                    principal: principal.clone(),
-                },
+                KgEntityRelationsLoader::new(cairn, principal),
                 tokio::spawn,
-                HashMapCache::default(),
+                cached(),
             ),
         }
     }

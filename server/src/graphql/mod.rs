@@ -12,15 +12,14 @@ pub mod types;
 use async_graphql::connection::{Connection, Edge, EmptyFields};
 use async_graphql::{Context, Data, Object, Schema, Subscription, ID};
 use futures_util::Stream;
-use tokio_stream::wrappers::BroadcastStream;
 use tokio_stream::StreamExt;
 
-use crate::auth::{AuthError, Principal};
-use crate::events::EventKind;
-use crate::service::{Cairn, ServiceError, Session};
+use crate::service::{AuthError, Cairn, Principal, ServiceError, Session};
 use error::ErrorCodes;
 use loaders::Loaders;
-use types::{api, GqlApiToken, GqlCorpus, GqlRole, GqlUser, Me, NewToken};
+use documents::GqlCorpus;
+use error::api;
+use types::{GqlApiToken, GqlRole, GqlUser, Me, NewToken};
 
 /// The whole API: the foundation's objects merged with the document and job ones.
 #[derive(async_graphql::MergedObject, Default)]
@@ -251,11 +250,8 @@ impl CoreMutation {
             .create_token(p, user_id, label.as_deref())
             .await
             .map_err(api)?;
-        let user = loaders_of(ctx)?
-            .users
-            .load_one(row.user_id)
-            .await
-            .map_err(|e| api(ServiceError::Internal(e.to_string())))?
+        let user = loaders::load(&loaders_of(ctx)?.users, row.user_id)
+            .await?
             .ok_or_else(|| api(ServiceError::NotFound("user")))?;
         Ok(NewToken {
             token: secret,
@@ -284,15 +280,7 @@ impl CoreSubscription {
         ctx: &Context<'_>,
     ) -> async_graphql::Result<impl Stream<Item = GqlCorpus>> {
         let p = principal_of(ctx)?;
-        let team = p.team_id;
-        let rx = cairn_of(ctx)?.bus.subscribe();
-        Ok(BroadcastStream::new(rx).filter_map(move |ev| match ev {
-            Ok(ev) if ev.team_id == team => match ev.kind {
-                EventKind::CorpusCreated(c) => Some(GqlCorpus::from(c)),
-                _ => None,
-            },
-            _ => None,
-        }))
+        Ok(cairn_of(ctx)?.corpus_events(p).map(GqlCorpus::from))
     }
 }
 

@@ -4,14 +4,14 @@
 use async_graphql::{ComplexObject, Context, Enum, Object, SimpleObject, Union, ID};
 
 use super::documents::GqlDocument;
-use super::types::api;
+use super::error::api;
+use super::loaders::load;
 use super::{cairn_of, loaders_of, parse_id, principal_of};
-use crate::domain::search::{Relevance, SearchMode};
 use crate::service::search::{AnyHit, EntityHit, SearchHit, SearchOutcome, SearchRequest};
-use crate::service::{AnswerOutcome, Citation, LlmUsage, ServiceError};
+use crate::service::{AnswerOutcome, Citation, LlmUsage};
 
 #[derive(Enum, Clone, Copy, PartialEq, Eq, Debug)]
-#[graphql(name = "SearchMode")]
+#[graphql(name = "SearchMode", remote = "crate::domain::search::SearchMode")]
 pub enum GqlSearchMode {
     /// Both channels, fused by Reciprocal Rank Fusion (K = 60, each channel 300 deep).
     Hybrid,
@@ -21,46 +21,15 @@ pub enum GqlSearchMode {
     Lexical,
 }
 
-impl From<GqlSearchMode> for SearchMode {
-    fn from(m: GqlSearchMode) -> Self {
-        match m {
-            GqlSearchMode::Hybrid => SearchMode::Hybrid,
-            GqlSearchMode::Vector => SearchMode::Vector,
-            GqlSearchMode::Lexical => SearchMode::Lexical,
-        }
-    }
-}
-
-impl From<SearchMode> for GqlSearchMode {
-    fn from(m: SearchMode) -> Self {
-        match m {
-            SearchMode::Hybrid => GqlSearchMode::Hybrid,
-            SearchMode::Vector => GqlSearchMode::Vector,
-            SearchMode::Lexical => GqlSearchMode::Lexical,
-        }
-    }
-}
-
 /// How well the corpus answers the query. LOW: the corpus does not contain the content (do
 /// not re-search with other words). LEXICAL_MATCH: the top hit matched by words, not meaning.
 #[derive(Enum, Clone, Copy, PartialEq, Eq, Debug)]
-#[graphql(name = "Relevance")]
+#[graphql(name = "Relevance", remote = "crate::domain::search::Relevance")]
 pub enum GqlRelevance {
     Low,
     Moderate,
     High,
     LexicalMatch,
-}
-
-impl From<Relevance> for GqlRelevance {
-    fn from(r: Relevance) -> Self {
-        match r {
-            Relevance::Low => GqlRelevance::Low,
-            Relevance::Moderate => GqlRelevance::Moderate,
-            Relevance::High => GqlRelevance::High,
-            Relevance::LexicalMatch => GqlRelevance::LexicalMatch,
-        }
-    }
 }
 
 /// A ranked list of chunks with the relevance banner.
@@ -275,12 +244,9 @@ impl From<LlmUsage> for GqlLlmUsage {
 }
 
 async fn load_document(ctx: &Context<'_>, id: i64) -> async_graphql::Result<Option<GqlDocument>> {
-    let doc = loaders_of(ctx)?
-        .documents
-        .load_one(id)
-        .await
-        .map_err(|e| api(ServiceError::Internal(e.to_string())))?;
-    Ok(doc.map(GqlDocument::from))
+    Ok(load(&loaders_of(ctx)?.documents, id)
+        .await?
+        .map(GqlDocument::from))
 }
 
 fn parse_corpus_ids(ids: Option<Vec<ID>>) -> async_graphql::Result<Option<Vec<i64>>> {

@@ -22,7 +22,6 @@ use cairn_extract::{detect, extract, Limits};
 use entity::prelude::Job;
 
 use crate::auth::Principal;
-use crate::domain::Capability;
 use crate::jobs::{
     IngestPayload, IngestResult, JobContext, JobError, JobKind, JobResult, KgPayload, Runner,
 };
@@ -312,9 +311,4 @@ impl Runner for IngestRunner {
 #[derive(Clone, Debug)]
 pub struct IngestSettings {
     pub max_upload_bytes: u64,
-}
-
-/// Whether `p` may attach a new version to `doc` (its owner, or an admin of its team).
-pub fn may_replace(p: &Principal, doc: &entity::prelude::Document) -> bool {
-    doc.team_id == p.team_id && (doc.owner_id == p.user_id || p.can(Capability::Admin))
 }

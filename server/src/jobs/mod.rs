@@ -163,14 +163,20 @@ fn publish(
             error,
             result,
             seq,
-            private: crate::events::job_is_private(job),
+            private: is_private(job),
         }),
     });
 }
 
 /// The event describing a job's stored state (for a subscriber that arrives late).
 pub fn snapshot(job: &Job) -> JobEvent {
-    JobEvent::of_job(job)
+    JobEvent::of_job(job, is_private(job))
+}
+
+/// Whether a job concerns a private upload (typed: [`JobKind::is_private`]); a row that does
+/// not parse counts as private, so nothing about it is shown to others.
+pub fn is_private(job: &Job) -> bool {
+    JobKind::of(job).map_or(true, |k| k.is_private())
 }
 
 #[derive(Clone, Copy, Debug)]

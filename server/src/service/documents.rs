@@ -18,7 +18,6 @@ use crate::auth::{AuthError, Principal};
 use crate::domain::{self, Capability, InvalidInput, Visibility};
 use crate::events::{Event, EventKind, JobEvent};
 use crate::ingest::blobs::{sanitize_filename, BlobError};
-use crate::ingest::may_replace;
 use crate::jobs::snapshot;
 use crate::jobs::{IngestPayload, JobKind, JobResult};
 
@@ -133,7 +132,7 @@ impl Cairn {
             self.store
                 .readable_document(p, doc_id)
                 .await?
-                .filter(|d| may_replace(p, d) && d.corpus_id == corpus.id)
+                .filter(|d| auth::may_replace(p, d.team_id, d.owner_id) && d.corpus_id == corpus.id)
                 .ok_or(ServiceError::NotFound("document"))?;
         }
         let blobs = self.blobs.clone();
@@ -475,7 +474,9 @@ impl Cairn {
         let document = self.document(p, id).await?;
         let chunks = self.store.chunks_of(id, document.current_version).await?;
         let pieces: Vec<(Option<String>, String)> =
-            dedupe_overlap(chunks.into_iter().map(|c| (c.section, c.content)).collect());
+            cairn_extract::chunk::dedupe_overlap(
+                chunks.into_iter().map(|c| (c.section, c.content)).collect(),
+            );
         let pages = paginate(&pieces, DOC_PAGE_CHARS);
         let page_count = pages.len().max(1);
         if page == 0 || page > page_count {
@@ -492,14 +493,7 @@ impl Cairn {
     }
 
     pub async fn delete_document(&self, p: &Principal, id: i64) -> ServiceResult<bool> {
-        p.require(Capability::DocumentUpload)?;
-        let doc = self
-            .store
-            .readable_document(p, id)
-            .await?
-            .filter(|d| may_replace(p, d))
-            .ok_or(ServiceError::NotFound("document"))?;
-        self.writable_corpus(p, doc.corpus_id).await?;
+        let doc = self.changeable_document(p, id).await?;
         let orphans = self.store.delete_document(doc.id).await?;
         for uri in &orphans.storage_uris {
             self.blobs.remove(uri);
@@ -533,54 +527,27 @@ impl Cairn {
         id: i64,
         v: Visibility,
     ) -> ServiceResult<Document> {
-        p.require(Capability::DocumentUpload)?;
-        let doc = self
-            .store
-            .readable_document(p, id)
-            .await?
-            .filter(|d| may_replace(p, d))
-            .ok_or(ServiceError::NotFound("document"))?;
-        self.writable_corpus(p, doc.corpus_id).await?;
+        let doc = self.changeable_document(p, id).await?;
         self.store
             .set_visibility(doc.id, v)
             .await?
             .ok_or(ServiceError::NotFound("document"))
     }
-}
 
-/// Consecutive chunks of one section share their overlap paragraphs; drop the repeat.
-/// A document version's text as the knowledge-graph extractor reads it: its chunks in order,
-/// the overlap between neighbours removed, joined by blank lines.
-pub fn document_text_of(chunks: Vec<entity::prelude::Chunk>) -> String {
-    dedupe_overlap(chunks.into_iter().map(|c| (c.section, c.content)).collect())
-        .into_iter()
-        .map(|(_, c)| c)
-        .filter(|c| !c.trim().is_empty())
-        .collect::<Vec<_>>()
-        .join("\n\n")
-}
-
-fn dedupe_overlap(chunks: Vec<(Option<String>, String)>) -> Vec<(Option<String>, String)> {
-    let mut out: Vec<(Option<String>, String)> = Vec::with_capacity(chunks.len());
-    for (section, content) in chunks {
-        let trimmed = match out.last() {
-            Some((prev_section, prev)) if *prev_section == section => {
-                let paras: Vec<&str> = prev.split("\n\n").collect();
-                let mut cut = 0;
-                for k in (1..=paras.len()).rev() {
-                    let tail = paras[paras.len() - k..].join("\n\n");
-                    if content.starts_with(&tail) && tail.len() < content.len() {
-                        cut = tail.len();
-                        break;
-                    }
-                }
-                content[cut..].trim_start_matches('\n').to_owned()
-            }
-            _ => content,
-        };
-        out.push((section, trimmed));
+    /// A document `p` may change (delete, re-classify): readable, its own or any of the team's
+    /// for admins (`auth::may_replace`), in a corpus a token may write. NOT_FOUND otherwise,
+    /// as for a missing one; FORBIDDEN in a system corpus.
+    async fn changeable_document(&self, p: &Principal, id: i64) -> ServiceResult<Document> {
+        p.require(Capability::DocumentUpload)?;
+        let doc = self
+            .store
+            .readable_document(p, id)
+            .await?
+            .filter(|d| auth::may_replace(p, d.team_id, d.owner_id))
+            .ok_or(ServiceError::NotFound("document"))?;
+        self.writable_corpus(p, doc.corpus_id).await?;
+        Ok(doc)
     }
-    out
 }
 
 /// Splits the document into pages of at most `size` characters (a single piece larger than
@@ -636,19 +603,6 @@ pub fn job_filename(job: &Job) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn overlap_is_removed_once() {
-        let s = Some("Intro".to_owned());
-        let chunks = vec![
-            (s.clone(), "a\n\nb\n\nc".to_owned()),
-            (s.clone(), "c\n\nd".to_owned()),
-            (Some("Other".into()), "c\n\ne".to_owned()),
-        ];
-        let out = dedupe_overlap(chunks);
-        assert_eq!(out[1].1, "d");
-        assert_eq!(out[2].1, "c\n\ne", "no dedupe across sections");
-    }
 
     #[test]
     fn pages_are_bounded_and_continued() {

@@ -5,13 +5,13 @@ use std::path::Path;
 
 use entity::prelude::{ApiToken, Corpus, Team, User};
 
-use crate::auth::{self, AuthError, Principal};
+use crate::auth;
 use crate::domain::{self, Capability, InvalidInput, Role};
 use crate::events::{Bus, Event, EventKind};
 use crate::ingest::blobs::BlobStore;
 use crate::ingest::IngestSettings;
 use crate::jobs::Queue;
-use crate::store::{self, CorpusCounts, Store, StoreError};
+use crate::store::{self, Store, StoreError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
@@ -60,9 +60,27 @@ mod limits;
 pub mod search;
 mod session;
 pub use answer::{AnswerOutcome, Citation, LlmUsage};
-pub use documents::{document_text_of, job_filename, DocumentPage, UploadRequest, DOC_PAGE_CHARS};
+pub use documents::{job_filename, DocumentPage, UploadRequest, DOC_PAGE_CHARS};
 pub use limits::{RateLimit, RateLimiter};
 pub use session::{Session, RECHECK_AFTER};
+
+// The view types: what the service hands its callers (`graphql`, `http`, the CLI) besides
+// entity rows. Callers name them through `service`, never through the layer that made them.
+pub use crate::auth::{bearer, AuthError, Principal};
+pub use crate::events::JobEvent;
+pub use crate::store::kg::{KgEntity, KgMention, KgRelation};
+pub use crate::store::CorpusCounts;
+
+/// A user row's role (a stored value outside the vocabulary is an internal error).
+pub fn role_of(user: &User) -> ServiceResult<Role> {
+    Ok(store::role_of(user)?)
+}
+
+/// The one way to turn a user row into a principal (`token_id` 0 for work done on a user's
+/// behalf without a token: jobs, the command line).
+pub fn principal_of(user: &User, token_id: i64) -> ServiceResult<Principal> {
+    Ok(store::principal_of(user, token_id)?)
+}
 
 /// The models the core calls: the embedder (query vectors, extractive answers) and the LLM
 /// roles (`chat` for answers, `utility` for knowledge extraction), with the anonymizer that
@@ -178,6 +196,27 @@ impl Cairn {
             IngestSettings {
                 max_upload_bytes: 64 * 1024 * 1024,
             },
+        )
+    }
+
+    /// Whether the database answers (readiness).
+    pub async fn ping(&self) -> ServiceResult<()> {
+        Ok(self.store.ping().await?)
+    }
+
+    /// Corpora created in `p`'s team from now on (the `corpusCreated` subscription).
+    pub fn corpus_events(&self, p: &Principal) -> futures_util::stream::BoxStream<'static, Corpus> {
+        use tokio_stream::StreamExt;
+        let team = p.team_id;
+        let rx = self.bus.subscribe();
+        Box::pin(
+            tokio_stream::wrappers::BroadcastStream::new(rx).filter_map(move |ev| match ev {
+                Ok(Event {
+                    team_id,
+                    kind: EventKind::CorpusCreated(c),
+                }) if team_id == team => Some(c),
+                _ => None,
+            }),
         )
     }
 
