@@ -604,3 +604,168 @@ async fn corpus_documents_cost_the_same_for_many_corpora(b: Backend) {
     );
     s.stop().await;
 }
+
+both_backends!(batched_readers_match_the_single_readers);
+
+/// The batched, bounded readers (`Store::corpora_documents`, `Store::current_chunks_first`)
+/// answer what the per-corpus and unbounded readers answer, cut to their bounds, for every
+/// principal: random teams, users, corpora (system or not), visibilities and chunk counts.
+async fn batched_readers_match_the_single_readers(b: Backend) {
+    use cairn::testing::{BlobRef, ChunkRow, StoreIngest, Target, EMBEDDING_DIM};
+
+    let s = TestServer::start(b).await;
+    let store = &s.cairn().store;
+    let seed: u64 = rand::rng().random();
+    eprintln!("seed {seed}");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+
+    let system = store
+        .create_corpus(None, &format!("system-{seed}"), None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut principals = Vec::new();
+    let mut corpora = vec![(system.id, None)];
+    for t in 0..2 {
+        let team = store
+            .create_team(&format!("batch-t{t}"))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        for (u, role) in [Role::Owner, Role::Member].into_iter().enumerate() {
+            let user = store
+                .create_user(team.id, &format!("u{u}"), role)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            principals.push(Principal {
+                user_id: user.id,
+                team_id: team.id,
+                name: user.name,
+                role,
+                token_id: 0,
+            });
+        }
+        for c in 0..2 {
+            let corpus = store
+                .create_corpus(Some(team.id), &format!("c{c}"), None)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            corpora.push((corpus.id, Some(team.id)));
+        }
+    }
+    let mut doc_ids = Vec::new();
+    for i in 0..60usize {
+        let owner = &principals[rng.random_range(0..principals.len())];
+        let candidates: Vec<_> = corpora
+            .iter()
+            .filter(|(_, team)| team.is_none() || *team == Some(owner.team_id))
+            .collect();
+        let (corpus_id, _) = *candidates[rng.random_range(0..candidates.len())];
+        let visibility = if rng.random_bool(0.5) {
+            Visibility::Team
+        } else {
+            Visibility::Private
+        };
+        let chunks: Vec<ChunkRow> = (0..rng.random_range(0..=4))
+            .map(|k| ChunkRow {
+                index: k,
+                content: format!("document {i} chunk {k}"),
+                section: None,
+                page: None,
+                embedding: (0..EMBEDDING_DIM)
+                    .map(|d| ((i + d) % 7) as f32 + 1.0)
+                    .collect(),
+            })
+            .collect();
+        let (doc, _) = store
+            .store_ingest(StoreIngest {
+                target: Target::New {
+                    team_id: owner.team_id,
+                    corpus_id,
+                    owner_id: owner.user_id,
+                    visibility,
+                    title: format!("doc {i}"),
+                    source_url: None,
+                },
+                blob: BlobRef {
+                    content_hash: format!("{:064x}", i + 1),
+                    mime_type: "text/plain".into(),
+                    size: 1,
+                    storage_uri: format!("batch://{i}"),
+                },
+                filename: None,
+                extracted_chars: 0,
+                chunks,
+            })
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        doc_ids.push(doc.id);
+    }
+    // Every corpus, one twice, one missing; the readers order by corpus id.
+    let mut asked: Vec<i64> = corpora.iter().map(|(id, _)| *id).collect();
+    asked.push(asked[1]);
+    asked.push(i64::MAX);
+    asked.reverse();
+    let mut by_corpus: Vec<i64> = asked.clone();
+    by_corpus.sort();
+    by_corpus.dedup();
+    let middle = doc_ids[doc_ids.len() / 2];
+    let mut checks = 0;
+    for p in &principals {
+        for after in [None, Some(middle)] {
+            for limit in [1u64, 3, 100] {
+                let got = store
+                    .corpora_documents(p, &asked, after, limit)
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"));
+                let mut want = Vec::new();
+                for &c in &by_corpus {
+                    want.extend(
+                        store
+                            .corpus_documents(p, c, after, limit)
+                            .await
+                            .unwrap_or_else(|e| panic!("{e}")),
+                    );
+                }
+                assert_eq!(
+                    got, want,
+                    "{p:?} after {after:?} limit {limit} (seed {seed})"
+                );
+                checks += got.len();
+            }
+        }
+        let all = store
+            .current_chunks(p, &doc_ids)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        for first in [1u32, 2, 10] {
+            let got = store
+                .current_chunks_first(p, &doc_ids, first)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            // The first `first` of each document's chunks, in order.
+            let mut taken: std::collections::HashMap<i64, u32> = Default::default();
+            let want: Vec<_> = all
+                .iter()
+                .filter(|c| {
+                    let n = taken.entry(c.document_id).or_default();
+                    *n += 1;
+                    *n <= first
+                })
+                .cloned()
+                .collect();
+            assert_eq!(got, want, "{p:?} first {first} (seed {seed})");
+            checks += got.len();
+        }
+        assert!(store
+            .corpora_documents(p, &[], None, 10)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .is_empty());
+        assert!(store
+            .current_chunks_first(p, &doc_ids, 0)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .is_empty());
+    }
+    assert!(checks > 0);
+    s.stop().await;
+}

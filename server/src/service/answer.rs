@@ -16,7 +16,7 @@ use crate::auth::Principal;
 use crate::domain::lexical::Analyzer;
 use crate::domain::search::{Relevance, SearchMode};
 use crate::store::search::ChunkView;
-use crate::store::vindex::normalize;
+use crate::store::vector::normalize;
 
 /// How many retrieved chunks an answer draws on.
 pub const ANSWER_SOURCES: usize = 6;

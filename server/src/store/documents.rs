@@ -8,11 +8,12 @@ use chrono::Utc;
 use entity::prelude::*;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseBackend, DatabaseTransaction,
-    EntityTrait, QueryFilter, QueryOrder, Set, TransactionTrait,
+    EntityTrait, FromQueryResult, QueryFilter, QueryOrder, Set, TransactionTrait,
 };
 
 use super::readable::Readable;
 use super::sql::Sql;
+use super::vector::{f32_blob, vector_literal};
 use super::{Store, StoreError, StoreResult};
 use crate::auth::Principal;
 use crate::domain::Visibility;
@@ -69,9 +70,66 @@ pub struct Orphans {
     pub storage_uris: Vec<String>,
 }
 
+/// The fields needed to record a document row directly, without an upload (tests; ingestion
+/// fills the rest later).
+#[cfg(any(test, feature = "testing"))]
+#[derive(Clone, Debug)]
+pub struct NewDocument {
+    pub team_id: i64,
+    pub corpus_id: i64,
+    pub owner_id: i64,
+    pub visibility: Visibility,
+    pub title: String,
+    pub mime_type: String,
+}
+
+/// A row naming one document by id (readable ids; documents about to move).
+#[derive(Debug, FromQueryResult)]
+struct DocumentId {
+    id: i64,
+}
+
 const CHUNKS_PER_INSERT: usize = 64;
 
 impl Store {
+    /// Records a document row (no versions or chunks yet): a test's shortcut past the upload
+    /// path.
+    #[cfg(any(test, feature = "testing"))]
+    pub async fn insert_document(&self, d: &NewDocument) -> StoreResult<Document> {
+        let now = Utc::now();
+        let row = DocumentActive {
+            team_id: Set(d.team_id),
+            corpus_id: Set(d.corpus_id),
+            owner_id: Set(d.owner_id),
+            visibility: Set(d.visibility.as_str().to_owned()),
+            title: Set(d.title.clone()),
+            mime_type: Set(d.mime_type.clone()),
+            current_version: Set(1),
+            chunk_count: Set(0),
+            created_at: Set(now),
+            updated_at: Set(now),
+            ..Default::default()
+        };
+        Ok(row.insert(self.connection()).await?)
+    }
+
+    /// Of `ids`, those `p` may read, in ascending order. One query.
+    pub async fn readable_document_ids(&self, p: &Principal, ids: &[i64]) -> StoreResult<Vec<i64>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut q = Sql::new(self.backend());
+        q.push("SELECT d.id AS id FROM documents d WHERE d.id IN ");
+        q.push_list(ids.iter().copied());
+        q.push(" AND ");
+        Readable::new(p).push_documents(&mut q, "d");
+        q.push(" ORDER BY d.id");
+        let rows = DocumentId::find_by_statement(q.build())
+            .all(self.connection())
+            .await?;
+        Ok(rows.into_iter().map(|r| r.id).collect())
+    }
+
     /// A document `p` may read, in `p`'s team, whose current version has this content.
     pub async fn readable_duplicate(
         &self,
@@ -141,6 +199,39 @@ impl Store {
             .await?)
     }
 
+    /// [`Store::corpus_documents`] for many corpora at once (a dataloader batch): of every
+    /// corpus in `corpus_ids`, its first `limit` documents `p` may read with an id after
+    /// `after`, by id; the whole list ordered by corpus, then id. One statement whatever the
+    /// number of corpora: the readable, filtered rows are numbered per corpus
+    /// (`ROW_NUMBER() OVER (PARTITION BY corpus_id ORDER BY id)`) inside a subquery, so the
+    /// readable rule applies before the bound, and the outer query keeps the first `limit`.
+    pub async fn corpora_documents(
+        &self,
+        p: &Principal,
+        corpus_ids: &[i64],
+        after: Option<i64>,
+        limit: u64,
+    ) -> StoreResult<Vec<Document>> {
+        if corpus_ids.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut q = Sql::new(self.backend());
+        q.push("SELECT r.* FROM (SELECT d.*, ROW_NUMBER() OVER (PARTITION BY d.corpus_id ORDER BY d.id) AS rn FROM documents d WHERE d.corpus_id IN ")
+            .push_list(corpus_ids.iter().copied());
+        if let Some(a) = after {
+            q.push(" AND d.id > ").bind(a);
+        }
+        q.push(" AND ");
+        Readable::new(p).push_documents(&mut q, "d");
+        q.push(") r WHERE r.rn <= ")
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX));
+        q.push(" ORDER BY r.corpus_id, r.id");
+        Ok(Documents::find()
+            .from_raw_sql(q.build())
+            .all(self.connection())
+            .await?)
+    }
+
     /// Versions of the given documents (the caller has checked readability), with their
     /// blobs. Two queries whatever the number of documents.
     pub async fn versions_of(
@@ -179,6 +270,36 @@ impl Store {
         let mut q = Sql::new(self.backend());
         q.push("SELECT c.id, c.team_id, c.document_id, c.version, c.corpus_id, c.chunk_index, c.content, c.section, c.page, c.metadata FROM chunks c JOIN documents d ON d.id = c.document_id AND c.version = d.current_version WHERE c.document_id IN ")
             .push_list(ids.iter().copied());
+        q.push(" AND ");
+        Readable::new(p).push_documents(&mut q, "d");
+        q.push(" ORDER BY c.document_id, c.chunk_index");
+        Ok(Chunks::find()
+            .from_raw_sql(q.build())
+            .all(self.connection())
+            .await?)
+    }
+
+    /// [`Store::current_chunks`] bounded in SQL: at most the first `first` chunks (by
+    /// `chunk_index`) of each readable document among `ids`, in order. One query.
+    ///
+    /// The bound is `chunk_index < first`, which the `(document_id, version, chunk_index)`
+    /// unique index serves. It relies on this invariant: **a version's chunk indexes are
+    /// dense, `0..n`**. The chunker numbers chunks by position (`cairn_extract::chunk`), the
+    /// ingest job passes that number as [`ChunkRow::index`], and [`Store::store_ingest`]
+    /// replaces a document's chunks as a whole; no statement deletes single chunks.
+    pub async fn current_chunks_first(
+        &self,
+        p: &Principal,
+        ids: &[i64],
+        first: u32,
+    ) -> StoreResult<Vec<Chunk>> {
+        if ids.is_empty() || first == 0 {
+            return Ok(Vec::new());
+        }
+        let mut q = Sql::new(self.backend());
+        q.push("SELECT c.id, c.team_id, c.document_id, c.version, c.corpus_id, c.chunk_index, c.content, c.section, c.page, c.metadata FROM chunks c JOIN documents d ON d.id = c.document_id AND c.version = d.current_version WHERE c.document_id IN ")
+            .push_list(ids.iter().copied());
+        q.push(" AND c.chunk_index < ").bind(i64::from(first));
         q.push(" AND ");
         Readable::new(p).push_documents(&mut q, "d");
         q.push(" ORDER BY c.document_id, c.chunk_index");
@@ -391,7 +512,7 @@ impl Store {
     ) -> StoreResult<u64> {
         let tx = self.connection().begin().await?;
         let mut sel = Sql::new(self.backend());
-        sel.push("SELECT d.id FROM documents d WHERE d.team_id = ")
+        sel.push("SELECT d.id AS id FROM documents d WHERE d.team_id = ")
             .bind(p.team_id);
         // Only the team's own corpora are written through a team's token (never a system
         // corpus), and only documents the caller owns unless an admin (setVisibility's rule).
@@ -413,11 +534,12 @@ impl Store {
         sel.push(" AND d.corpus_id <> ").bind(to);
         sel.push(" AND ");
         Readable::new(p).push_documents(&mut sel, "d");
-        let rows = tx.query_all_raw(sel.build()).await?;
-        let moving: Vec<i64> = rows
-            .iter()
-            .map(|r| r.try_get_by_index::<i64>(0))
-            .collect::<Result<_, _>>()?;
+        let moving: Vec<i64> = DocumentId::find_by_statement(sel.build())
+            .all(&tx)
+            .await?
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
         if moving.is_empty() {
             return Ok(0);
         }
@@ -544,21 +666,144 @@ async fn prune_blobs(tx: &DatabaseTransaction, blob_ids: &[i64]) -> StoreResult<
     Ok(Orphans { storage_uris })
 }
 
-/// pgvector's text form: `[0.1,0.2,…]`.
-pub(crate) fn vector_literal(v: &[f32]) -> String {
-    let mut s = String::with_capacity(v.len() * 10 + 2);
-    s.push('[');
-    for (i, x) in v.iter().enumerate() {
-        if i > 0 {
-            s.push(',');
-        }
-        s.push_str(&x.to_string());
-    }
-    s.push(']');
-    s
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::Role;
+    use crate::store::EMBEDDING_DIM;
 
-/// SQLite's embedding column: little-endian f32s.
-pub fn f32_blob(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
+        r.unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Document number `seq`, with `chunks` chunks, stored the way the ingest job stores one.
+    async fn document(
+        store: &Store,
+        owner: &Principal,
+        corpus_id: i64,
+        visibility: Visibility,
+        chunks: i32,
+        seq: usize,
+    ) -> Document {
+        let (doc, _) = ok(store
+            .store_ingest(StoreIngest {
+                target: Target::New {
+                    team_id: owner.team_id,
+                    corpus_id,
+                    owner_id: owner.user_id,
+                    visibility,
+                    title: format!("document {seq}"),
+                    source_url: None,
+                },
+                blob: BlobRef {
+                    content_hash: format!("{seq:064x}"),
+                    mime_type: "text/plain".into(),
+                    size: 1,
+                    storage_uri: "test://blob".into(),
+                },
+                filename: None,
+                extracted_chars: 0,
+                chunks: (0..chunks)
+                    .map(|k| ChunkRow {
+                        index: k,
+                        content: format!("chunk {k}"),
+                        section: None,
+                        page: None,
+                        embedding: vec![1.0; EMBEDDING_DIM],
+                    })
+                    .collect(),
+            })
+            .await);
+        doc
+    }
+
+    #[tokio::test]
+    async fn batched_readers_are_one_bounded_statement() {
+        let dir = ok(tempfile::tempdir());
+        let store = ok(Store::connect(None, dir.path()).await);
+        ok(store.migrate().await);
+        let team = ok(store.create_team("t").await);
+        let alice = ok(crate::store::principal_of(
+            &ok(store.create_user(team.id, "alice", Role::Owner).await),
+            0,
+        ));
+        let bob = ok(crate::store::principal_of(
+            &ok(store.create_user(team.id, "bob", Role::Member).await),
+            0,
+        ));
+        let mut corpora = Vec::new();
+        for name in ["a", "b", "c"] {
+            corpora.push(ok(store.create_corpus(Some(team.id), name, None).await).id);
+        }
+        // Per corpus: alice's team documents with 0..=4 chunks, then one private to her.
+        let mut docs = Vec::new();
+        for &c in &corpora {
+            for n in 0..=4 {
+                let seq = docs.len();
+                docs.push(document(&store, &alice, c, Visibility::Team, n, seq).await);
+            }
+            let seq = docs.len();
+            docs.push(document(&store, &alice, c, Visibility::Private, 3, seq).await);
+        }
+        let ids: Vec<i64> = docs.iter().map(|d| d.id).collect();
+
+        // corpora_documents: the first `limit` readable documents of each corpus after `after`.
+        let asked = [corpora[2], corpora[0], corpora[1]];
+        let before = store.statement_count();
+        let got = ok(store.corpora_documents(&bob, &asked, None, 2).await);
+        assert_eq!(store.statement_count() - before, 1, "one statement");
+        let want: Vec<i64> = corpora
+            .iter()
+            .flat_map(|&c| {
+                docs.iter()
+                    .filter(move |d| d.corpus_id == c && d.visibility == "team")
+                    .take(2)
+                    .map(|d| d.id)
+            })
+            .collect();
+        assert_eq!(got.iter().map(|d| d.id).collect::<Vec<_>>(), want);
+        // After an id: the window numbers only what is left, per corpus.
+        let after = docs[3].id;
+        let got = ok(store
+            .corpora_documents(&alice, &asked, Some(after), 3)
+            .await);
+        let want: Vec<i64> = corpora
+            .iter()
+            .flat_map(|&c| {
+                docs.iter()
+                    .filter(move |d| d.corpus_id == c && d.id > after)
+                    .take(3)
+                    .map(|d| d.id)
+            })
+            .collect();
+        assert_eq!(got.iter().map(|d| d.id).collect::<Vec<_>>(), want);
+        // The private documents are alice's only (the readable rule applies before the bound).
+        let all_bob = ok(store.corpora_documents(&bob, &asked, None, 100).await);
+        assert_eq!(all_bob.len(), 15);
+        assert!(all_bob.iter().all(|d| d.visibility == "team"));
+        assert_eq!(
+            ok(store.corpora_documents(&alice, &asked, None, 100).await).len(),
+            18
+        );
+
+        // current_chunks_first: at most `first` chunks per document, in order.
+        let before = store.statement_count();
+        let got = ok(store.current_chunks_first(&bob, &ids, 2).await);
+        assert_eq!(store.statement_count() - before, 1, "one statement");
+        let mut want = Vec::new();
+        for d in docs.iter().filter(|d| d.visibility == "team") {
+            for k in 0..d.chunk_count.min(2) {
+                want.push((d.id, k));
+            }
+        }
+        let got: Vec<(i64, i32)> = got.iter().map(|c| (c.document_id, c.chunk_index)).collect();
+        assert_eq!(got, want);
+        let full = ok(store.current_chunks(&alice, &ids).await);
+        assert_eq!(
+            ok(store.current_chunks_first(&alice, &ids, 100).await),
+            full
+        );
+        assert!(ok(store.current_chunks_first(&alice, &ids, 0).await).is_empty());
+        assert!(ok(store.corpora_documents(&alice, &[], None, 5).await).is_empty());
+    }
 }

@@ -10,7 +10,9 @@
 
 use chrono::{DateTime, Duration, Utc};
 use entity::prelude::*;
-use sea_orm::{ActiveModelTrait, ConnectionTrait, DatabaseBackend, EntityTrait, Set};
+use sea_orm::{
+    ActiveModelTrait, ConnectionTrait, DatabaseBackend, EntityTrait, FromQueryResult, Set,
+};
 use serde_json::Value as Json;
 
 use super::sql::Sql;
@@ -249,6 +251,12 @@ impl Store {
     }
 }
 
+/// How many queued or running jobs carry a content hash.
+#[derive(Debug, FromQueryResult)]
+struct PendingJobs {
+    pending: i64,
+}
+
 /// Whether a queued or running job (other than `except`) carries this content hash.
 pub(crate) async fn blob_pending(
     conn: &impl ConnectionTrait,
@@ -257,7 +265,7 @@ pub(crate) async fn blob_pending(
 ) -> StoreResult<bool> {
     let backend = conn.get_database_backend();
     let mut q = Sql::new(backend);
-    q.push("SELECT COUNT(*) FROM jobs WHERE state IN ('queued', 'running')");
+    q.push("SELECT COUNT(*) AS pending FROM jobs WHERE state IN ('queued', 'running')");
     if let Some(except) = except {
         q.push(" AND id <> ").bind(except);
     }
@@ -266,10 +274,9 @@ pub(crate) async fn blob_pending(
         _ => q.push(" AND json_extract(payload, '$.content_hash') = "),
     };
     q.bind(content_hash.to_owned());
-    let row = conn.query_one_raw(q.build()).await?;
-    let n: i64 = match row {
-        Some(r) => r.try_get_by_index(0)?,
-        None => 0,
-    };
+    let n: i64 = PendingJobs::find_by_statement(q.build())
+        .one(conn)
+        .await?
+        .map_or(0, |r| r.pending);
     Ok(n > 0)
 }

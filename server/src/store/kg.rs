@@ -21,17 +21,17 @@
 
 use chrono::Utc;
 use sea_orm::{
-    ConnectionTrait, DatabaseBackend, DatabaseTransaction, QueryResult, TransactionTrait,
+    ConnectionTrait, DatabaseBackend, DatabaseTransaction, FromQueryResult, TransactionTrait,
 };
 
-use super::documents::{f32_blob, vector_literal};
 use super::readable::Readable;
 use super::sql::Sql;
+use super::vector::{blob_f32, cosine, f32_blob, vector_literal};
 use super::{Store, StoreError, StoreResult};
 use crate::auth::Principal;
 
-/// An entity row (without its anchor).
-#[derive(Clone, Debug, PartialEq)]
+/// An entity row (without its anchor), as `push_entity_cols` selects it.
+#[derive(Clone, Debug, PartialEq, FromQueryResult)]
 pub struct KgEntity {
     pub id: i64,
     pub team_id: i64,
@@ -41,8 +41,8 @@ pub struct KgEntity {
     pub description: Option<String>,
 }
 
-/// A relation row.
-#[derive(Clone, Debug, PartialEq)]
+/// A relation row, as `RELATION_COLS` selects it.
+#[derive(Clone, Debug, PartialEq, FromQueryResult)]
 pub struct KgRelation {
     pub id: i64,
     pub subject_id: i64,
@@ -50,8 +50,8 @@ pub struct KgRelation {
     pub object_id: i64,
 }
 
-/// A readable mention, with what a citation needs.
-#[derive(Clone, Debug, PartialEq)]
+/// A readable mention, with what a citation needs, as `MENTION_COLS` selects it.
+#[derive(Clone, Debug, PartialEq, FromQueryResult)]
 pub struct KgMention {
     pub id: i64,
     pub entity_id: Option<i64>,
@@ -74,47 +74,64 @@ pub struct StoredExtraction {
     pub mentions: usize,
 }
 
-/// The entity columns, the description being the longest readable one (a correlated
-/// subquery under the readable rule; NULL when no readable document describes the entity).
+/// The entity columns of [`KgEntity`], the description being the longest readable one (a
+/// correlated subquery under the readable rule; NULL when no readable document describes the
+/// entity).
 fn push_entity_cols(q: &mut Sql, p: &Principal) {
-    q.push("e.id, e.team_id, e.type, e.name, e.name_norm, (SELECT kd.description FROM kg_descriptions kd JOIN documents dd ON dd.id = kd.document_id WHERE kd.entity_id = e.id AND kd.description IS NOT NULL AND ");
+    q.push("e.id AS id, e.team_id AS team_id, e.type AS entity_type, e.name AS name, e.name_norm AS name_norm, (SELECT kd.description FROM kg_descriptions kd JOIN documents dd ON dd.id = kd.document_id WHERE kd.entity_id = e.id AND kd.description IS NOT NULL AND ");
     Readable::new(p).push_documents(q, "dd");
-    q.push(" ORDER BY length(kd.description) DESC, kd.id LIMIT 1)");
+    q.push(" ORDER BY length(kd.description) DESC, kd.id LIMIT 1) AS description");
 }
-const MENTION_COLS: &str =
-    "m.id, m.entity_id, m.relation_id, m.document_id, d.title, m.version, m.snippet, m.char_start";
+/// The columns of [`KgRelation`] over `kg_relations r`.
+const RELATION_COLS: &str =
+    "r.id AS id, r.subject_id AS subject_id, r.predicate AS predicate, r.object_id AS object_id";
+/// The columns of [`KgMention`] over `kg_mentions m JOIN documents d`.
+const MENTION_COLS: &str = "m.id AS id, m.entity_id AS entity_id, m.relation_id AS relation_id, m.document_id AS document_id, d.title AS document_title, m.version AS version, m.snippet AS snippet, m.char_start AS char_start";
 
-fn entity_row(r: &QueryResult) -> StoreResult<KgEntity> {
-    Ok(KgEntity {
-        id: r.try_get_by_index(0)?,
-        team_id: r.try_get_by_index(1)?,
-        entity_type: r.try_get_by_index(2)?,
-        name: r.try_get_by_index(3)?,
-        name_norm: r.try_get_by_index(4)?,
-        description: r.try_get_by_index(5)?,
-    })
+/// The version a document is at now (`documents.current_version`).
+#[derive(Debug, FromQueryResult)]
+struct CurrentVersion {
+    current_version: i32,
 }
 
-fn relation_row(r: &QueryResult) -> StoreResult<KgRelation> {
-    Ok(KgRelation {
-        id: r.try_get_by_index(0)?,
-        subject_id: r.try_get_by_index(1)?,
-        predicate: r.try_get_by_index(2)?,
-        object_id: r.try_get_by_index(3)?,
-    })
+/// The id an entity or relation upsert returned (`RETURNING id`).
+#[derive(Debug, FromQueryResult)]
+struct Upserted {
+    id: i64,
 }
 
-fn mention_row(r: &QueryResult) -> StoreResult<KgMention> {
-    Ok(KgMention {
-        id: r.try_get_by_index(0)?,
-        entity_id: r.try_get_by_index(1)?,
-        relation_id: r.try_get_by_index(2)?,
-        document_id: r.try_get_by_index(3)?,
-        document_title: r.try_get_by_index(4)?,
-        version: r.try_get_by_index(5)?,
-        snippet: r.try_get_by_index(6)?,
-        char_start: r.try_get_by_index(7)?,
-    })
+/// An entity's best anchor cosine among readable documents (PostgreSQL computes it).
+#[derive(Debug, FromQueryResult)]
+struct EntityCosine {
+    entity_id: i64,
+    cosine: f32,
+}
+
+/// One readable anchor of an entity, as SQLite stores it (scored in Rust).
+#[derive(Debug, FromQueryResult)]
+struct EntityAnchor {
+    entity_id: i64,
+    embedding: Vec<u8>,
+}
+
+/// A document whose current version has no extraction marker.
+#[derive(Debug, FromQueryResult)]
+struct UnextractedDocument {
+    id: i64,
+    current_version: i32,
+}
+
+/// How many extraction markers a team wrote in a window.
+#[derive(Debug, FromQueryResult)]
+struct MarkerCount {
+    markers: i64,
+}
+
+/// One version of a document that carries an extraction marker.
+#[cfg(any(test, feature = "testing"))]
+#[derive(Debug, FromQueryResult)]
+struct ExtractionMarker {
+    version: i32,
 }
 
 /// ` EXISTS (a mention of <col> on a readable document)`.
@@ -140,34 +157,6 @@ fn like_contains(s: &str) -> String {
     }
     out.push('%');
     out
-}
-
-fn blob_f32(b: &[u8]) -> Option<Vec<f32>> {
-    if !b.len().is_multiple_of(4) {
-        return None;
-    }
-    Some(
-        b.chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect(),
-    )
-}
-
-fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    if a.len() != b.len() {
-        return 0.0;
-    }
-    let (mut dot, mut na, mut nb) = (0f32, 0f32, 0f32);
-    for (x, y) in a.iter().zip(b) {
-        dot += x * y;
-        na += x * x;
-        nb += y * y;
-    }
-    if na == 0.0 || nb == 0.0 {
-        0.0
-    } else {
-        dot / (na.sqrt() * nb.sqrt())
-    }
 }
 
 impl Store {
@@ -200,10 +189,10 @@ impl Store {
         let mut q = Sql::new(backend);
         q.push("SELECT current_version FROM documents WHERE id = ")
             .bind(document_id);
-        let current: Option<i32> = match tx.query_one_raw(q.build()).await? {
-            Some(r) => Some(r.try_get_by_index(0)?),
-            None => None,
-        };
+        let current: Option<i32> = CurrentVersion::find_by_statement(q.build())
+            .one(&tx)
+            .await?
+            .map(|r| r.current_version);
         if current != Some(version) {
             // A newer version supersedes this one (or the document is gone): write nothing.
             tx.rollback().await?;
@@ -234,11 +223,11 @@ impl Store {
             .bind(Utc::now());
             // First spelling wins (the no-op update makes RETURNING answer on conflict).
             q.push(") ON CONFLICT (team_id, type, name_norm) DO UPDATE SET name = kg_entities.name RETURNING id");
-            let row = tx
-                .query_one_raw(q.build())
+            let id = Upserted::find_by_statement(q.build())
+                .one(&tx)
                 .await?
-                .ok_or_else(|| StoreError::Corrupt("entity upsert returned no row".into()))?;
-            let id: i64 = row.try_get_by_index(0)?;
+                .ok_or_else(|| StoreError::Corrupt("entity upsert returned no row".into()))?
+                .id;
             entity_ids.push(id);
             if e.mentions.is_empty() {
                 continue;
@@ -270,11 +259,11 @@ impl Store {
                 .push(", ")
                 .bind(Utc::now());
             q.push(") ON CONFLICT (team_id, subject_id, predicate, object_id) DO UPDATE SET predicate = excluded.predicate RETURNING id");
-            let row = tx
-                .query_one_raw(q.build())
+            let id = Upserted::find_by_statement(q.build())
+                .one(&tx)
                 .await?
-                .ok_or_else(|| StoreError::Corrupt("relation upsert returned no row".into()))?;
-            let id: i64 = row.try_get_by_index(0)?;
+                .ok_or_else(|| StoreError::Corrupt("relation upsert returned no row".into()))?
+                .id;
             relations += 1;
             for m in &r.mentions {
                 insert_mention(&tx, team_id, None, Some(id), document_id, version, m).await?;
@@ -319,12 +308,9 @@ impl Store {
             .push(" AND");
         push_has_readable_mention(&mut q, p, "entity_id", "e.id");
         q.push(" ORDER BY e.id");
-        self.connection()
-            .query_all_raw(q.build())
-            .await?
-            .iter()
-            .map(entity_row)
-            .collect()
+        Ok(KgEntity::find_by_statement(q.build())
+            .all(self.connection())
+            .await?)
     }
 
     /// The readable mentions of the entities among `ids`, by entity then id (one query).
@@ -364,12 +350,9 @@ impl Store {
             .push(" AND ");
         Readable::new(p).push_documents(&mut q, "d");
         q.push(" ORDER BY m.").push(col).push(", m.id");
-        self.connection()
-            .query_all_raw(q.build())
-            .await?
-            .iter()
-            .map(mention_row)
-            .collect()
+        Ok(KgMention::find_by_statement(q.build())
+            .all(self.connection())
+            .await?)
     }
 
     /// Relations touching (as subject or object) the entities among `ids` that have a
@@ -383,19 +366,18 @@ impl Store {
             return Ok(Vec::new());
         }
         let mut q = Sql::new(self.backend());
-        q.push("SELECT r.id, r.subject_id, r.predicate, r.object_id FROM kg_relations r WHERE (r.subject_id IN ")
+        q.push("SELECT ")
+            .push(RELATION_COLS)
+            .push(" FROM kg_relations r WHERE (r.subject_id IN ")
             .push_list(ids.iter().copied())
             .push(" OR r.object_id IN ")
             .push_list(ids.iter().copied())
             .push(") AND");
         push_has_readable_mention(&mut q, p, "relation_id", "r.id");
         q.push(" ORDER BY r.id");
-        self.connection()
-            .query_all_raw(q.build())
-            .await?
-            .iter()
-            .map(relation_row)
-            .collect()
+        Ok(KgRelation::find_by_statement(q.build())
+            .all(self.connection())
+            .await?)
     }
 
     /// Visible relations among `ids` (dataloader batch).
@@ -408,17 +390,16 @@ impl Store {
             return Ok(Vec::new());
         }
         let mut q = Sql::new(self.backend());
-        q.push("SELECT r.id, r.subject_id, r.predicate, r.object_id FROM kg_relations r WHERE r.id IN ")
+        q.push("SELECT ")
+            .push(RELATION_COLS)
+            .push(" FROM kg_relations r WHERE r.id IN ")
             .push_list(ids.iter().copied())
             .push(" AND");
         push_has_readable_mention(&mut q, p, "relation_id", "r.id");
         q.push(" ORDER BY r.id");
-        self.connection()
-            .query_all_raw(q.build())
-            .await?
-            .iter()
-            .map(relation_row)
-            .collect()
+        Ok(KgRelation::find_by_statement(q.build())
+            .all(self.connection())
+            .await?)
     }
 
     /// One page of visible entities by id: optionally of one type, optionally whose
@@ -448,12 +429,9 @@ impl Store {
             q.push(" AND e.id > ").bind(a);
         }
         q.push(" ORDER BY e.id LIMIT ").bind(limit as i64);
-        self.connection()
-            .query_all_raw(q.build())
-            .await?
-            .iter()
-            .map(entity_row)
-            .collect()
+        Ok(KgEntity::find_by_statement(q.build())
+            .all(self.connection())
+            .await?)
     }
 
     /// Visible entities whose normalized name contains `name_norm`, best first: exact, then
@@ -481,12 +459,9 @@ impl Store {
             .bind(like_contains(name_norm).trim_start_matches('%').to_owned())
             .push(" ESCAPE '\\' THEN 1 ELSE 2 END, length(e.name_norm), e.id LIMIT ")
             .bind(limit as i64);
-        self.connection()
-            .query_all_raw(q.build())
-            .await?
-            .iter()
-            .map(entity_row)
-            .collect()
+        Ok(KgEntity::find_by_statement(q.build())
+            .all(self.connection())
+            .await?)
     }
 
     /// Visible entities nearest to `query` by anchor cosine, best first, with the cosine. An
@@ -510,29 +485,31 @@ impl Store {
         };
         match self.backend() {
             DatabaseBackend::Postgres => {
-                q.push("SELECT kd.entity_id, MAX(1 - (kd.embedding <=> CAST(")
+                q.push("SELECT kd.entity_id AS entity_id, MAX(1 - (kd.embedding <=> CAST(")
                     .bind(vector_literal(query))
-                    .push(" AS vector)))::real AS c");
+                    .push(" AS vector)))::real AS cosine");
                 from(&mut q);
-                q.push(" GROUP BY kd.entity_id ORDER BY c DESC, kd.entity_id LIMIT ")
+                q.push(" GROUP BY kd.entity_id ORDER BY cosine DESC, kd.entity_id LIMIT ")
                     .bind(limit as i64);
-                let rows = self.connection().query_all_raw(q.build()).await?;
-                rows.iter()
-                    .map(|r| Ok((r.try_get_by_index(0)?, r.try_get_by_index(1)?)))
-                    .collect()
+                let rows = EntityCosine::find_by_statement(q.build())
+                    .all(self.connection())
+                    .await?;
+                Ok(rows.into_iter().map(|r| (r.entity_id, r.cosine)).collect())
             }
             _ => {
-                q.push("SELECT kd.entity_id, kd.embedding");
+                q.push("SELECT kd.entity_id AS entity_id, kd.embedding AS embedding");
                 from(&mut q);
-                let rows = self.connection().query_all_raw(q.build()).await?;
+                let rows = EntityAnchor::find_by_statement(q.build())
+                    .all(self.connection())
+                    .await?;
                 let mut best: std::collections::HashMap<i64, f32> =
                     std::collections::HashMap::with_capacity(rows.len());
                 for r in &rows {
-                    let id: i64 = r.try_get_by_index(0)?;
-                    let blob: Vec<u8> = r.try_get_by_index(1)?;
-                    if let Some(v) = blob_f32(&blob) {
+                    if let Some(v) = blob_f32(&r.embedding) {
                         let c = cosine(query, &v);
-                        best.entry(id).and_modify(|b| *b = b.max(c)).or_insert(c);
+                        best.entry(r.entity_id)
+                            .and_modify(|b| *b = b.max(c))
+                            .or_insert(c);
                     }
                 }
                 let mut scored: Vec<(i64, f32)> = best.into_iter().collect();
@@ -553,7 +530,7 @@ impl Store {
         limit: u64,
     ) -> StoreResult<Vec<(i64, i32)>> {
         let mut q = Sql::new(self.backend());
-        q.push("SELECT d.id, d.current_version FROM documents d WHERE d.team_id = ")
+        q.push("SELECT d.id AS id, d.current_version AS current_version FROM documents d WHERE d.team_id = ")
             .bind(p.team_id);
         if let Some(c) = corpus_id {
             q.push(" AND d.corpus_id = ").bind(c);
@@ -567,10 +544,13 @@ impl Store {
         q.push(" AND d.chunk_count > 0 AND NOT EXISTS (SELECT 1 FROM kg_extractions x WHERE x.document_id = d.id AND x.version = d.current_version) AND ");
         Readable::new(p).push_documents(&mut q, "d");
         q.push(" ORDER BY d.id LIMIT ").bind(limit as i64);
-        let rows = self.connection().query_all_raw(q.build()).await?;
-        rows.iter()
-            .map(|r| Ok((r.try_get_by_index(0)?, r.try_get_by_index(1)?)))
-            .collect()
+        let rows = UnextractedDocument::find_by_statement(q.build())
+            .all(self.connection())
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| (r.id, r.current_version))
+            .collect())
     }
 
     /// The team's extraction markers written since `since` (the knowledge-extraction quota's
@@ -582,27 +562,30 @@ impl Store {
         since: chrono::DateTime<Utc>,
     ) -> StoreResult<u64> {
         let mut q = Sql::new(self.backend());
-        q.push("SELECT COUNT(*) FROM kg_extractions x JOIN documents d ON d.id = x.document_id WHERE d.team_id = ")
+        q.push("SELECT COUNT(*) AS markers FROM kg_extractions x JOIN documents d ON d.id = x.document_id WHERE d.team_id = ")
             .bind(team_id)
             .push(" AND ");
         self.ts(&mut q, "x.extracted_at");
         q.push(" >= ");
         self.ts_bind(&mut q, since);
-        let n: i64 = match self.connection().query_one_raw(q.build()).await? {
-            Some(r) => r.try_get_by_index(0)?,
-            None => 0,
-        };
+        let n: i64 = MarkerCount::find_by_statement(q.build())
+            .one(self.connection())
+            .await?
+            .map_or(0, |r| r.markers);
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
-    /// The versions of a document that carry an extraction marker.
+    /// The versions of a document that carry an extraction marker (tests).
+    #[cfg(any(test, feature = "testing"))]
     pub async fn extraction_markers(&self, document_id: i64) -> StoreResult<Vec<i32>> {
         let mut q = Sql::new(self.backend());
         q.push("SELECT version FROM kg_extractions WHERE document_id = ")
             .bind(document_id)
             .push(" ORDER BY version");
-        let rows = self.connection().query_all_raw(q.build()).await?;
-        rows.iter().map(|r| Ok(r.try_get_by_index(0)?)).collect()
+        let rows = ExtractionMarker::find_by_statement(q.build())
+            .all(self.connection())
+            .await?;
+        Ok(rows.into_iter().map(|r| r.version).collect())
     }
 }
 
@@ -740,14 +723,5 @@ mod tests {
     #[test]
     fn like_patterns_are_escaped() {
         assert_eq!(like_contains("a_b%c"), "%a\\_b\\%c%");
-    }
-
-    #[test]
-    fn cosine_of_blob() {
-        let v = [1.0f32, 0.0, 0.0];
-        let b = f32_blob(&v);
-        let back = blob_f32(&b).unwrap_or_default();
-        assert!((cosine(&v, &back) - 1.0).abs() < 1e-6);
-        assert_eq!(cosine(&v, &[0.0, 1.0, 0.0]), 0.0);
     }
 }

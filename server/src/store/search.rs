@@ -4,15 +4,19 @@
 //! | channel | PostgreSQL | SQLite |
 //! |---|---|---|
 //! | vector | pgvector HNSW (`<=>`, `vector_cosine_ops`), iterative scan, exact re-sort | [`VectorIndex`](super::vindex::VectorIndex) in memory |
-//! | lexical | BM25 over Cairn's own postings, the same SQL on both backends: [`super::lexical`] | same |
+//! | lexical | BM25 over Cairn's own postings, the same SQL on both backends: [`lexical`](crate::store::lexical) | same |
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use sea_orm::{ConnectionTrait, DatabaseBackend, QueryResult};
+use sea_orm::{
+    ColIdx, ConnectionTrait, DatabaseBackend, FromQueryResult, QueryResult, Statement, TryGetError,
+    TryGetable,
+};
 
 use super::readable::Readable;
 use super::sql::Sql;
+use super::vector::{extend_from_blob, vector_literal, EMBEDDING_DIM};
 use super::vindex::{DocMeta, VectorIndex};
 use super::{Store, StoreError, StoreResult};
 use crate::auth::{DocumentAccess, Principal};
@@ -29,7 +33,7 @@ pub struct ChannelHit {
 }
 
 /// A readable chunk with what a search result shows about its document.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, FromQueryResult)]
 pub struct ChunkView {
     pub chunk_id: i64,
     pub document_id: i64,
@@ -43,11 +47,96 @@ pub struct ChunkView {
 }
 
 /// A corpus line of the knowledge summary.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, FromQueryResult)]
 pub struct CorpusDocCount {
     pub corpus_id: i64,
     pub name: String,
     pub documents: i64,
+}
+
+/// A hit of PostgreSQL's vector channel: a chunk and its cosine.
+#[derive(Debug, FromQueryResult)]
+struct VectorHit {
+    id: i64,
+    score: Real,
+}
+
+/// A REAL column, which comes back as f32 from PostgreSQL and as f64 from SQLite.
+#[derive(Clone, Copy, Debug)]
+struct Real(f32);
+
+impl TryGetable for Real {
+    fn try_get_by<I: ColIdx>(res: &QueryResult, index: I) -> Result<Self, TryGetError> {
+        match f32::try_get_by(res, index) {
+            Ok(v) => Ok(Real(v)),
+            Err(_) => Ok(Real(f64::try_get_by(res, index)? as f32)),
+        }
+    }
+}
+
+/// The last change sequence number (`index_changes.seq`) of some range.
+#[derive(Debug, FromQueryResult)]
+struct ChangeSeq {
+    seq: i64,
+}
+
+/// A document named by a row of `index_changes`.
+#[derive(Debug, FromQueryResult)]
+struct ChangedDocument {
+    document_id: i64,
+}
+
+/// A current-version chunk's vector, as the SQLite index reads it.
+#[derive(Debug, FromQueryResult)]
+struct ChunkVector {
+    document_id: i64,
+    chunk_index: i32,
+    id: i64,
+    embedding: Vec<u8>,
+}
+
+/// What the SQLite index holds about a document: its access facts and its chunk count.
+#[derive(Debug, FromQueryResult)]
+struct IndexedDocument {
+    id: i64,
+    team_id: i64,
+    corpus_id: i64,
+    owner_id: i64,
+    visibility: String,
+    current_version: i32,
+    system: bool,
+    chunk_count: i32,
+}
+
+/// The statement PostgreSQL's vector channel sends for `p`, without a corpus filter: the
+/// `depth` readable chunks nearest to `vector`. The channel builds its statement with the same
+/// function (`pg_vector_statement`), so this is exactly what it runs; the benches time it
+/// directly. Binds: the vector literal, the readable predicate's team and user, `depth`.
+#[cfg(any(test, feature = "testing"))]
+pub fn pg_vector_channel_statement(p: &Principal, vector: &[f32], depth: u64) -> Statement {
+    pg_vector_statement(p, None, vector, depth)
+}
+
+/// PostgreSQL's vector channel (see [`Store::vector_channel`]). The HNSW scan runs in the
+/// inner query; iterative scanning (set per connection, see `Store::connect`) keeps it going
+/// until `depth` rows pass the visibility filter. Iterative scans may return rows slightly
+/// out of order, so the outer query re-sorts on the exact distance.
+fn pg_vector_statement(
+    p: &Principal,
+    corpora: Option<&[i64]>,
+    query: &[f32],
+    depth: u64,
+) -> Statement {
+    let mut q = Sql::new(DatabaseBackend::Postgres);
+    q.push("WITH hits AS MATERIALIZED (SELECT c.id, c.embedding <=> CAST(")
+        .bind(vector_literal(query))
+        .push(" AS vector) AS dist FROM chunks c JOIN documents d ON d.id = c.document_id AND c.version = d.current_version WHERE c.embedding IS NOT NULL");
+    push_corpora(&mut q, corpora);
+    q.push(" AND ");
+    Readable::new(p).push_documents(&mut q, "d");
+    q.push(" ORDER BY dist LIMIT ").bind(depth as i64);
+    q.push(") SELECT id, CAST(1 - dist AS REAL) AS score FROM hits ORDER BY dist, id");
+    q.build()
 }
 
 /// The SQLite index slot: loaded on first use, kept in step after each commit of this
@@ -80,7 +169,19 @@ impl Store {
             return Ok(Vec::new());
         }
         match self.backend() {
-            DatabaseBackend::Postgres => self.pg_vector_channel(p, corpora, query, depth).await,
+            DatabaseBackend::Postgres => {
+                let stmt = pg_vector_statement(p, corpora, query, depth as u64);
+                let rows = VectorHit::find_by_statement(stmt)
+                    .all(self.connection())
+                    .await?;
+                Ok(rows
+                    .into_iter()
+                    .map(|r| ChannelHit {
+                        chunk_id: r.id,
+                        score: r.score.0,
+                    })
+                    .collect())
+            }
             _ => {
                 let index = self.vector_index().await?;
                 let p = p.clone();
@@ -102,41 +203,6 @@ impl Store {
         }
     }
 
-    async fn pg_vector_channel(
-        &self,
-        p: &Principal,
-        corpora: Option<&[i64]>,
-        query: &[f32],
-        depth: usize,
-    ) -> StoreResult<Vec<ChannelHit>> {
-        // The HNSW scan runs in the inner query; iterative scanning (set per connection, see
-        // `Store::connect`) keeps it going until `depth` rows pass the visibility filter.
-        // Iterative scans may return rows slightly out of order, so the outer query re-sorts
-        // on the exact distance.
-        let mut q = Sql::new(self.backend());
-        q.push("WITH hits AS MATERIALIZED (SELECT c.id, c.embedding <=> CAST(")
-            .bind(super::documents::vector_literal(query))
-            .push(" AS vector) AS dist FROM chunks c JOIN documents d ON d.id = c.document_id AND c.version = d.current_version WHERE c.embedding IS NOT NULL");
-        push_corpora(&mut q, corpora);
-        q.push(" AND ");
-        Readable::new(p).push_documents(&mut q, "d");
-        q.push(" ORDER BY dist LIMIT ").bind(depth as i64);
-        q.push(") SELECT id, CAST(1 - dist AS REAL) FROM hits ORDER BY dist, id");
-        self.channel_rows(q).await
-    }
-
-    async fn channel_rows(&self, q: Sql) -> StoreResult<Vec<ChannelHit>> {
-        let rows = self.connection().query_all_raw(q.build()).await?;
-        rows.iter()
-            .map(|r| {
-                Ok(ChannelHit {
-                    chunk_id: r.try_get_by_index(0)?,
-                    score: read_f32(r, 1)?,
-                })
-            })
-            .collect()
-    }
-
     // ---- results ---------------------------------------------------------------------------
 
     /// The readable chunks among `ids` with their documents' titles (any order). One query.
@@ -145,26 +211,13 @@ impl Store {
             return Ok(Vec::new());
         }
         let mut q = Sql::new(self.backend());
-        q.push("SELECT c.id, c.document_id, c.corpus_id, c.version, c.chunk_index, c.content, c.section, c.page, d.title FROM chunks c JOIN documents d ON d.id = c.document_id AND c.version = d.current_version WHERE c.id IN ")
+        q.push("SELECT c.id AS chunk_id, c.document_id AS document_id, c.corpus_id AS corpus_id, c.version AS version, c.chunk_index AS chunk_index, c.content AS content, c.section AS section, c.page AS page, d.title AS title FROM chunks c JOIN documents d ON d.id = c.document_id AND c.version = d.current_version WHERE c.id IN ")
             .push_list(ids.iter().copied());
         q.push(" AND ");
         Readable::new(p).push_documents(&mut q, "d");
-        let rows = self.connection().query_all_raw(q.build()).await?;
-        rows.iter()
-            .map(|r| {
-                Ok(ChunkView {
-                    chunk_id: r.try_get_by_index(0)?,
-                    document_id: r.try_get_by_index(1)?,
-                    corpus_id: r.try_get_by_index(2)?,
-                    version: r.try_get_by_index(3)?,
-                    chunk_index: r.try_get_by_index(4)?,
-                    content: r.try_get_by_index(5)?,
-                    section: r.try_get_by_index(6)?,
-                    page: r.try_get_by_index(7)?,
-                    title: r.try_get_by_index(8)?,
-                })
-            })
-            .collect()
+        Ok(ChunkView::find_by_statement(q.build())
+            .all(self.connection())
+            .await?)
     }
 
     /// Readable documents whose title contains every word of `q` (case-insensitive), exact
@@ -209,23 +262,14 @@ impl Store {
     /// name.
     pub async fn team_corpus_doc_counts(&self, p: &Principal) -> StoreResult<Vec<CorpusDocCount>> {
         let mut q = Sql::new(self.backend());
-        q.push(
-            "SELECT k.id, k.name, (SELECT COUNT(*) FROM documents d WHERE d.corpus_id = k.id AND ",
-        );
+        q.push("SELECT k.id AS corpus_id, k.name AS name, (SELECT COUNT(*) FROM documents d WHERE d.corpus_id = k.id AND ");
         Readable::new(p).push_documents(&mut q, "d");
-        q.push(") FROM corpora k WHERE k.team_id = ")
+        q.push(") AS documents FROM corpora k WHERE k.team_id = ")
             .bind(p.team_id)
             .push(" ORDER BY k.name, k.id");
-        let rows = self.connection().query_all_raw(q.build()).await?;
-        rows.iter()
-            .map(|r| {
-                Ok(CorpusDocCount {
-                    corpus_id: r.try_get_by_index(0)?,
-                    name: r.try_get_by_index(1)?,
-                    documents: r.try_get_by_index(2)?,
-                })
-            })
-            .collect()
+        Ok(CorpusDocCount::find_by_statement(q.build())
+            .all(self.connection())
+            .await?)
     }
 
     // ---- the SQLite index ------------------------------------------------------------------
@@ -266,22 +310,22 @@ impl Store {
     /// The last change sequence number (SQLite's `index_changes`).
     async fn change_seq(&self) -> StoreResult<i64> {
         let mut q = Sql::new(self.backend());
-        q.push("SELECT COALESCE(MAX(seq), 0) FROM index_changes");
-        Ok(match self.connection().query_one_raw(q.build()).await? {
-            Some(r) => r.try_get_by_index(0)?,
-            None => 0,
-        })
+        q.push("SELECT COALESCE(MAX(seq), 0) AS seq FROM index_changes");
+        Ok(ChangeSeq::find_by_statement(q.build())
+            .one(self.connection())
+            .await?
+            .map_or(0, |r| r.seq))
     }
 
     /// Applies the changes `(seen, latest]` to `ix`. `false`: some of them were pruned.
     async fn catch_up(&self, ix: &VectorIndex, seen: i64, latest: i64) -> StoreResult<bool> {
         let mut q = Sql::new(self.backend());
-        q.push("SELECT COALESCE(MIN(seq), 0) FROM index_changes WHERE seq > ")
+        q.push("SELECT COALESCE(MIN(seq), 0) AS seq FROM index_changes WHERE seq > ")
             .bind(seen);
-        let first: i64 = match self.connection().query_one_raw(q.build()).await? {
-            Some(r) => r.try_get_by_index(0)?,
-            None => 0,
-        };
+        let first: i64 = ChangeSeq::find_by_statement(q.build())
+            .one(self.connection())
+            .await?
+            .map_or(0, |r| r.seq);
         if first > seen + 1 {
             return Ok(false);
         }
@@ -290,13 +334,12 @@ impl Store {
             .bind(seen)
             .push(" AND seq <= ")
             .bind(latest);
-        let ids: Vec<i64> = self
-            .connection()
-            .query_all_raw(q.build())
+        let ids: Vec<i64> = ChangedDocument::find_by_statement(q.build())
+            .all(self.connection())
             .await?
-            .iter()
-            .map(|r| r.try_get_by_index(0))
-            .collect::<Result<_, _>>()?;
+            .into_iter()
+            .map(|r| r.document_id)
+            .collect();
         for batch in ids.chunks(500) {
             self.sync_locked(ix, batch).await?;
         }
@@ -363,7 +406,7 @@ impl Store {
 
     /// Reads the access facts and current-version vectors of all documents.
     async fn load_index(&self) -> StoreResult<VectorIndex> {
-        let ix = VectorIndex::new(super::EMBEDDING_DIM);
+        let ix = VectorIndex::new(EMBEDDING_DIM);
         self.load_into(&ix, None).await?;
         Ok(ix)
     }
@@ -377,7 +420,7 @@ impl Store {
         let mut current: Option<(i64, Vec<i64>, Vec<f32>)> = None;
         loop {
             let mut q = Sql::new(self.backend());
-            q.push("SELECT c.document_id, c.chunk_index, c.id, c.embedding FROM chunks c JOIN documents d ON d.id = c.document_id AND c.version = d.current_version WHERE c.embedding IS NOT NULL AND (c.document_id > ")
+            q.push("SELECT c.document_id AS document_id, c.chunk_index AS chunk_index, c.id AS id, c.embedding AS embedding FROM chunks c JOIN documents d ON d.id = c.document_id AND c.version = d.current_version WHERE c.embedding IS NOT NULL AND (c.document_id > ")
                 .bind(after.0)
                 .push(" OR (c.document_id = ")
                 .bind(after.0)
@@ -390,14 +433,13 @@ impl Store {
             }
             q.push(" ORDER BY c.document_id, c.chunk_index LIMIT ")
                 .bind(INDEX_LOAD_PAGE);
-            let rows = self.connection().query_all_raw(q.build()).await?;
+            let rows = ChunkVector::find_by_statement(q.build())
+                .all(self.connection())
+                .await?;
             let n = rows.len();
             for r in rows {
-                let doc: i64 = r.try_get_by_index(0)?;
-                let idx: i32 = r.try_get_by_index(1)?;
-                let chunk: i64 = r.try_get_by_index(2)?;
-                let blob: Vec<u8> = r.try_get_by_index(3)?;
-                after = (doc, i64::from(idx));
+                let (doc, chunk, blob) = (r.document_id, r.id, r.embedding);
+                after = (doc, i64::from(r.chunk_index));
                 if current.as_ref().is_some_and(|c| c.0 != doc) {
                     if let Some((d, ids, vecs)) = current.take() {
                         install(ix, &by_id, d, ids, vecs)?;
@@ -405,7 +447,7 @@ impl Store {
                 }
                 let entry = current.get_or_insert_with(|| (doc, Vec::new(), Vec::new()));
                 entry.1.push(chunk);
-                push_f32_blob(&mut entry.2, &blob, super::EMBEDDING_DIM)?;
+                push_f32_blob(&mut entry.2, &blob, EMBEDDING_DIM)?;
             }
             if (n as i64) < INDEX_LOAD_PAGE {
                 break;
@@ -420,33 +462,35 @@ impl Store {
     /// (access facts, chunk count) of every document, or of `only`.
     async fn index_metas(&self, only: Option<&[i64]>) -> StoreResult<Vec<(DocMeta, i32)>> {
         let mut q = Sql::new(self.backend());
-        q.push("SELECT d.id, d.team_id, d.corpus_id, d.owner_id, d.visibility, d.current_version, k.system, d.chunk_count FROM documents d JOIN corpora k ON k.id = d.corpus_id");
+        q.push("SELECT d.id AS id, d.team_id AS team_id, d.corpus_id AS corpus_id, d.owner_id AS owner_id, d.visibility AS visibility, d.current_version AS current_version, k.system AS system, d.chunk_count AS chunk_count FROM documents d JOIN corpora k ON k.id = d.corpus_id");
         if let Some(ids) = only {
             if ids.is_empty() {
                 return Ok(Vec::new());
             }
             q.push(" WHERE d.id IN ").push_list(ids.iter().copied());
         }
-        let rows = self.connection().query_all_raw(q.build()).await?;
-        rows.iter()
+        let rows = IndexedDocument::find_by_statement(q.build())
+            .all(self.connection())
+            .await?;
+        rows.into_iter()
             .map(|r| {
-                let vis: String = r.try_get_by_index(4)?;
-                let visibility: Visibility = vis
+                let visibility: Visibility = r
+                    .visibility
                     .parse()
-                    .map_err(|_| StoreError::Corrupt(format!("visibility {vis:?}")))?;
+                    .map_err(|_| StoreError::Corrupt(format!("visibility {:?}", r.visibility)))?;
                 Ok((
                     DocMeta {
-                        id: r.try_get_by_index(0)?,
-                        corpus_id: r.try_get_by_index(2)?,
-                        version: r.try_get_by_index(5)?,
+                        id: r.id,
+                        corpus_id: r.corpus_id,
+                        version: r.current_version,
                         access: DocumentAccess {
-                            team_id: r.try_get_by_index(1)?,
-                            owner_id: r.try_get_by_index(3)?,
+                            team_id: r.team_id,
+                            owner_id: r.owner_id,
                             visibility,
-                            in_system_corpus: r.try_get_by_index(6)?,
+                            in_system_corpus: r.system,
                         },
                     },
-                    r.try_get_by_index(7)?,
+                    r.chunk_count,
                 ))
             })
             .collect()
@@ -479,10 +523,7 @@ fn push_f32_blob(out: &mut Vec<f32>, blob: &[u8], dim: usize) -> StoreResult<()>
             dim * 4
         )));
     }
-    out.extend(
-        blob.chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-    );
+    extend_from_blob(out, blob);
     Ok(())
 }
 
@@ -492,10 +533,30 @@ fn push_corpora(q: &mut Sql, corpora: Option<&[i64]>) {
     }
 }
 
-/// REAL comes back as f32 from PostgreSQL and as f64 from SQLite.
-fn read_f32(r: &QueryResult, i: usize) -> StoreResult<f32> {
-    match r.try_get_by_index::<f32>(i) {
-        Ok(v) => Ok(v),
-        Err(_) => Ok(r.try_get_by_index::<f64>(i)? as f32),
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::Role;
+
+    #[test]
+    fn pg_vector_statement_is_the_channels() {
+        let p = Principal {
+            user_id: 7,
+            team_id: 3,
+            role: Role::Member,
+            name: "m".into(),
+            token_id: 0,
+        };
+        let s = pg_vector_channel_statement(&p, &[0.5, -1.0], 300);
+        assert_eq!(
+            s.sql,
+            "WITH hits AS MATERIALIZED (SELECT c.id, c.embedding <=> CAST($1 AS vector) AS dist FROM chunks c JOIN documents d ON d.id = c.document_id AND c.version = d.current_version WHERE c.embedding IS NOT NULL AND ((d.team_id = $2 OR d.corpus_id IN (SELECT sc.id FROM corpora sc WHERE sc.system)) AND (d.visibility = 'team' OR d.owner_id = $3)) ORDER BY dist LIMIT $4) SELECT id, CAST(1 - dist AS REAL) AS score FROM hits ORDER BY dist, id"
+        );
+        assert_eq!(s.values.map(|v| v.0.len()), Some(4));
+        // With a corpus filter, the channel's statement only gains the filter.
+        let filtered = pg_vector_statement(&p, Some(&[11, 12]), &[0.5, -1.0], 300);
+        assert!(filtered
+            .sql
+            .contains("IS NOT NULL AND c.corpus_id IN ($2, $3) AND (("));
     }
 }

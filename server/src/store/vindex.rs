@@ -16,14 +16,20 @@
 //!   visibility); see `Store::sync_vector_index`. The whole index is read from the database
 //!   once, on first use (or again after a failed update, which marks it stale).
 //!
-//! SQLite mode is single-process: another process writing the same database file (for
-//! example `cairn ingest` while `cairn serve` runs) is seen by the server after its restart.
+//! Another process writing the same database file (for example `cairn ingest` while
+//! `cairn serve` runs) is seen through `index_changes` before each search (see
+//! `Store::vector_index`).
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::RwLock;
 
+use super::vector::dot;
 use crate::auth::{self, DocumentAccess, Principal};
+
+/// The index stores normalized rows; callers that build vectors for it (or compare with it)
+/// normalize the same way.
+pub use super::vector::normalize;
 
 /// Scans with fewer rows than this stay on the calling thread.
 const PARALLEL_MIN_ROWS: usize = 16_384;
@@ -387,41 +393,6 @@ fn split<'a>(blocks: &[&'a Block], rows: usize, parts: usize) -> Vec<Vec<Slice<'
         }
     }
     out
-}
-
-/// Dot product with 16 independent lanes, so the compiler vectorizes it (the float additions
-/// are not reassociated otherwise) for whatever instruction set `pulp` dispatched to.
-#[inline(always)]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    const LANES: usize = 16;
-    let mut acc = [0.0_f32; LANES];
-    let ca = a.chunks_exact(LANES);
-    let cb = b.chunks_exact(LANES);
-    let (ta, tb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for i in 0..LANES {
-            acc[i] += x[i] * y[i];
-        }
-    }
-    let mut tail = 0.0;
-    for (x, y) in ta.iter().zip(tb) {
-        tail += x * y;
-    }
-    let mut s = [0.0_f32; 4];
-    for i in 0..4 {
-        s[i] = (acc[i] + acc[i + 4]) + (acc[i + 8] + acc[i + 12]);
-    }
-    ((s[0] + s[1]) + (s[2] + s[3])) + tail
-}
-
-/// Scales `v` to unit length (a zero vector stays zero).
-pub fn normalize(v: &mut [f32]) {
-    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if n > 0.0 {
-        for x in v.iter_mut() {
-            *x /= n;
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,172 @@
+//! Opening the database: the pool and its per-connection settings (SQLite's WAL and foreign
+//! keys, pgvector's scan knobs), migrations, the statement counter, liveness, and
+//! PostgreSQL's NOTIFY/LISTEN for the event bus.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use migration::{Migrator, MigratorTrait};
+use sea_orm::sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
+use sea_orm::{
+    ConnectOptions, ConnectionTrait, Database, DatabaseBackend, DatabaseConnection, DbErr,
+};
+
+use super::sql::Sql;
+use super::{Store, StoreError, StoreResult};
+
+/// Knobs of the database side of retrieval.
+#[derive(Clone, Copy, Debug)]
+pub struct Tuning {
+    /// pgvector `hnsw.ef_search`: the HNSW candidate list per scan step (recall vs speed).
+    pub ef_search: u32,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning { ef_search: 100 }
+    }
+}
+
+impl Store {
+    /// Opens the database: `url` when given (postgres://… or sqlite://…), else SQLite at
+    /// `<data_dir>/cairn.db` (created, WAL mode).
+    pub async fn connect(url: Option<&str>, data_dir: &Path) -> StoreResult<Store> {
+        Store::connect_tuned(url, data_dir, Tuning::default()).await
+    }
+
+    /// [`Store::connect`] with retrieval knobs.
+    pub async fn connect_tuned(
+        url: Option<&str>,
+        data_dir: &Path,
+        tuning: Tuning,
+    ) -> StoreResult<Store> {
+        let url = match url {
+            Some(u) => u.to_owned(),
+            None => {
+                std::fs::create_dir_all(data_dir).map_err(|e| {
+                    StoreError::Db(DbErr::Custom(format!(
+                        "cannot create data directory {}: {e}",
+                        data_dir.display()
+                    )))
+                })?;
+                format!("sqlite://{}?mode=rwc", data_dir.join("cairn.db").display())
+            }
+        };
+        let mut opts = ConnectOptions::new(url.clone());
+        opts.sqlx_logging(false)
+            .acquire_timeout(Duration::from_secs(10))
+            .map_sqlx_sqlite_opts(|o: SqliteConnectOptions| {
+                o.journal_mode(SqliteJournalMode::Wal)
+                    .synchronous(SqliteSynchronous::Normal)
+                    .foreign_keys(true)
+                    .busy_timeout(Duration::from_secs(10))
+            })
+            .map_sqlx_postgres_opts(move |o| {
+                // Every session: the HNSW candidate list, and iterative scans so that a
+                // filtered `ORDER BY … LIMIT 300` keeps scanning until 300 readable rows pass
+                // (pgvector ≥ 0.8; the vector channel re-sorts exactly afterwards).
+                o.options([
+                    ("hnsw.ef_search", tuning.ef_search.to_string()),
+                    ("hnsw.iterative_scan", "relaxed_order".to_owned()),
+                ])
+            });
+        if url.starts_with("sqlite:") {
+            // One writer at a time is SQLite's rule anyway; a small pool keeps readers going.
+            opts.max_connections(8).min_connections(1);
+        } else {
+            opts.max_connections(16);
+        }
+        let mut db = Database::connect(opts).await?;
+        // Every statement sea-orm runs (pool and transactions) is traced, and counted for the
+        // tests, which prove with it that a GraphQL query's statement count does not grow
+        // with N.
+        #[cfg(any(test, feature = "testing"))]
+        let statements = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        #[cfg(any(test, feature = "testing"))]
+        let counter = statements.clone();
+        db.set_metric_callback(move |info| {
+            #[cfg(any(test, feature = "testing"))]
+            counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::trace!(target: "cairn::sql", sql = %info.statement.sql, "statement");
+        });
+        Ok(Store {
+            db,
+            url,
+            index: Arc::default(),
+            #[cfg(any(test, feature = "testing"))]
+            statements,
+            #[cfg(any(test, feature = "testing"))]
+            lexical_pruned: Arc::default(),
+        })
+    }
+
+    pub fn backend(&self) -> DatabaseBackend {
+        self.db.get_database_backend()
+    }
+
+    /// How many lexical searches the pruned (MaxScore) evaluation answered since it was
+    /// opened; the others summed every posting.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn lexical_pruned_count(&self) -> u64 {
+        self.lexical_pruned
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Counts a lexical search answered by the pruned evaluation (for the tests).
+    pub(crate) fn count_lexical_pruned(&self) {
+        #[cfg(any(test, feature = "testing"))]
+        self.lexical_pruned
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// How many SQL statements this store (all its clones) has run since it was opened.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn statement_count(&self) -> u64 {
+        self.statements.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub fn connection(&self) -> &DatabaseConnection {
+        &self.db
+    }
+
+    /// Applies pending migrations.
+    pub async fn migrate(&self) -> StoreResult<()> {
+        Migrator::up(&self.db, None).await?;
+        Ok(())
+    }
+
+    /// Whether events can cross instances through NOTIFY/LISTEN (PostgreSQL).
+    pub fn supports_notify(&self) -> bool {
+        self.backend() == DatabaseBackend::Postgres
+    }
+
+    /// `NOTIFY channel, payload` (PostgreSQL).
+    pub async fn notify(&self, channel: &str, payload: &str) -> StoreResult<()> {
+        let mut q = Sql::new(self.backend());
+        q.push("SELECT pg_notify(")
+            .bind(channel.to_owned())
+            .push(", ")
+            .bind(payload.to_owned())
+            .push(")");
+        self.db.query_one_raw(q.build()).await?;
+        Ok(())
+    }
+
+    /// A dedicated connection listening on `channel` (PostgreSQL).
+    pub async fn listen(&self, channel: &str) -> StoreResult<sea_orm::sqlx::postgres::PgListener> {
+        let mut l = sea_orm::sqlx::postgres::PgListener::connect(&self.url)
+            .await
+            .map_err(|e| StoreError::Db(DbErr::Custom(format!("LISTEN connect: {e}"))))?;
+        l.listen(channel)
+            .await
+            .map_err(|e| StoreError::Db(DbErr::Custom(format!("LISTEN: {e}"))))?;
+        Ok(l)
+    }
+
+    /// Cheap liveness query for `/readyz`.
+    pub async fn ping(&self) -> StoreResult<()> {
+        self.db.ping().await?;
+        Ok(())
+    }
+}
