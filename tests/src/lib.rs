@@ -91,7 +91,8 @@ pub async fn fresh_pg_database() -> (String, String) {
     (format!("{base}/{name}"), name)
 }
 
-async fn drop_pg_database(name: &str) {
+/// Drops a database made by [`fresh_pg_database`] (or any other one) on the same server.
+pub async fn drop_pg_database(name: &str) {
     if let Ok(conn) = Database::connect(pg_admin_url().as_str()).await {
         let _ = conn
             .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
@@ -372,12 +373,7 @@ impl TestServer {
         filename: &str,
         bytes: Vec<u8>,
     ) -> Vec<Value> {
-        let (mut ws, ack) =
-            ws_init(self, json!({ "authorization": format!("Bearer {token}") })).await;
-        assert_eq!(
-            ack.ok().map(|v| v["type"].clone()),
-            Some(json!("connection_ack"))
-        );
+        let mut ws = ws_open(self, token).await;
         let q = "subscription($c: ID) { jobs(corpusId: $c) { jobId state stage done total error result } }";
         ws.send(Message::text(
             json!({ "id": "w", "type": "subscribe", "payload": { "query": q, "variables": { "c": corpus_id } } })
@@ -420,12 +416,7 @@ impl TestServer {
     /// Subscribes to `jobProgress(id)` over the WebSocket and collects events until the job
     /// ends (bounded: 180 s).
     pub async fn follow_job(&self, token: &str, job_id: &str) -> Vec<Value> {
-        let (mut ws, ack) =
-            ws_init(self, json!({ "authorization": format!("Bearer {token}") })).await;
-        assert_eq!(
-            ack.ok().map(|v| v["type"].clone()),
-            Some(json!("connection_ack"))
-        );
+        let mut ws = ws_open(self, token).await;
         let q = "subscription($id: ID!) { jobProgress(id: $id) { jobId state stage done total error result } }";
         ws.send(Message::text(
             json!({ "id": "1", "type": "subscribe", "payload": { "query": q, "variables": { "id": job_id } } })
@@ -641,6 +632,16 @@ pub async fn ws_init(s: &TestServer, payload: Value) -> (Ws, Result<Value, Optio
         .unwrap_or_else(|e| panic!("{e}"));
     let first = ws_next(&mut ws).await;
     (ws, first)
+}
+
+/// Connects with `token` as the bearer and checks that the server acknowledges.
+pub async fn ws_open(s: &TestServer, token: &str) -> Ws {
+    let (ws, ack) = ws_init(s, json!({ "authorization": format!("Bearer {token}") })).await;
+    assert_eq!(
+        ack.ok().map(|v| v["type"].clone()),
+        Some(json!("connection_ack"))
+    );
+    ws
 }
 
 /// The stages of a job's events, consecutive repeats folded (`embedding` k/n counts once).

@@ -25,20 +25,6 @@ fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(&p).unwrap_or_else(|e| panic!("fixture {}: {e}", p.display()))
 }
 
-async fn corpus(s: &TestServer, name: &str) -> String {
-    let d = s
-        .gql_ok(
-            &s.owner_token,
-            "mutation($n: String!) { createCorpus(name: $n) { id } }",
-            json!({ "n": name }),
-        )
-        .await;
-    d["createCorpus"]["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
-}
-
 /// Subscribes to the corpus's jobs, uploads, and collects that job's events to its end
 /// (subscribing first is how a client sees every stage, the first included).
 async fn ingest(s: &TestServer, corpus: &str, name: &str, bytes: Vec<u8>) -> (Vec<Value>, Value) {
@@ -93,7 +79,7 @@ fn assert_pipeline(events: &[Value]) {
 async fn every_format_becomes_searchable_chunks(b: Backend) {
     require_model();
     let s = TestServer::start(b).await;
-    let c = corpus(&s, "formats").await;
+    let c = s.create_corpus(&s.owner_token, "formats").await;
     let cases: &[(&str, &str, &[&str])] = &[
         ("sample.pdf", "granite marmot", &["Chapter Two: Ridges"]),
         (
@@ -198,7 +184,7 @@ async fn real_multi_page_pdf(b: Backend) {
     });
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let s = TestServer::start(b).await;
-    let c = corpus(&s, "manuals").await;
+    let c = s.create_corpus(&s.owner_token, "manuals").await;
     let (events, last) = ingest(&s, &c, "xmlstarlet-ug.pdf", bytes).await;
     assert_pipeline(&events);
     let doc_id = last["result"]["documentId"].to_string();
@@ -288,7 +274,7 @@ fn zip_bomb(kind: &str) -> Vec<u8> {
 async fn hostile_inputs_fail_cleanly(b: Backend) {
     require_model();
     let s = TestServer::start(b).await;
-    let c = corpus(&s, "hostile").await;
+    let c = s.create_corpus(&s.owner_token, "hostile").await;
     let data_dir = s.config.data_dir.clone();
     let pdf = fixture("sample.pdf");
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
@@ -376,7 +362,7 @@ async fn hostile_inputs_fail_cleanly(b: Backend) {
 async fn duplicates_versions_and_deletes(b: Backend) {
     require_model();
     let s = TestServer::start(b).await;
-    let c = corpus(&s, "versions").await;
+    let c = s.create_corpus(&s.owner_token, "versions").await;
     let v1 = b"# Policy\n\nBadgers may enter the cellar on Tuesdays.\n".to_vec();
     let (_, first) = ingest(&s, &c, "policy.md", v1.clone()).await;
     let doc = first["result"]["documentId"].clone();
@@ -440,7 +426,7 @@ async fn duplicates_versions_and_deletes(b: Backend) {
 async fn result_is_delivered_once_and_jobs_cancel(b: Backend) {
     require_model();
     let s = TestServer::start(b).await;
-    let c = corpus(&s, "once").await;
+    let c = s.create_corpus(&s.owner_token, "once").await;
     let job = s
         .upload_ok(
             &s.owner_token,
@@ -471,7 +457,7 @@ async fn result_is_delivered_once_and_jobs_cancel(b: Backend) {
 
     // Without workers a job stays queued; cancelling it ends it, and the subscription says so.
     let s = TestServer::start_tuned(b, |cfg| cfg.workers = 0).await;
-    let c = corpus(&s, "cancel").await;
+    let c = s.create_corpus(&s.owner_token, "cancel").await;
     let job = s
         .upload_ok(&s.owner_token, &c, "never.txt", b"never ingested".to_vec())
         .await;
@@ -493,7 +479,7 @@ async fn result_is_delivered_once_and_jobs_cancel(b: Backend) {
 
 async fn oversized_body_is_refused_while_streaming(b: Backend) {
     let s = TestServer::start_tuned(b, |cfg| cfg.max_upload_bytes = 256 * 1024).await;
-    let c = corpus(&s, "caps").await;
+    let c = s.create_corpus(&s.owner_token, "caps").await;
     // Over the cap with a declared length: refused before reading.
     let (status, body) = s
         .upload(
@@ -546,8 +532,8 @@ async fn oversized_body_is_refused_while_streaming(b: Backend) {
 async fn move_visibility_and_usage(b: Backend) {
     require_model();
     let s = TestServer::start(b).await;
-    let a = corpus(&s, "drafts").await;
-    let z = corpus(&s, "published").await;
+    let a = s.create_corpus(&s.owner_token, "drafts").await;
+    let z = s.create_corpus(&s.owner_token, "published").await;
     let (events, last) = ingest(
         &s,
         &a,

@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use cairn_llm::stub::{StubReply, StubServer};
-use cairn_tests::{both_backends, require_model, ws_init, ws_next, Backend, TestServer, Ws};
+use cairn_tests::{both_backends, require_model, ws_next, ws_open, Backend, TestServer, Ws};
 use futures_util::SinkExt;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -347,11 +347,7 @@ async fn actor(
     role: &'static str,
     token: String,
 ) -> Actor {
-    let (mut ws, ack) = ws_init(s, json!({ "authorization": format!("Bearer {token}") })).await;
-    assert_eq!(
-        ack.ok().map(|v| v["type"].clone()),
-        Some(json!("connection_ack"))
-    );
+    let mut ws = ws_open(s, &token).await;
     ws.send(Message::text(
         json!({ "id": "jobs", "type": "subscribe", "payload": { "query": "subscription { jobs { jobId kind state stage error result } }" } })
             .to_string(),

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use cairn::{Event, EventKind, JobEvent};
 use cairn_tests::{
-    both_backends, error_code, require_model, ws_init, ws_next, Backend, TestServer, Ws,
+    both_backends, error_code, require_model, ws_next, ws_open, Backend, TestServer, Ws,
 };
 use futures_util::SinkExt;
 use serde_json::{json, Value};
@@ -295,15 +295,6 @@ async fn tokens_by_rank(backend: Backend) {
         .await;
     assert_eq!(r["data"]["revokeToken"], true, "{r}");
     s.stop().await;
-}
-
-async fn ws_open(s: &TestServer, token: &str) -> Ws {
-    let (ws, ack) = ws_init(s, json!({ "authorization": format!("Bearer {token}") })).await;
-    assert_eq!(
-        ack.ok().map(|v| v["type"].clone()),
-        Some(json!("connection_ack"))
-    );
-    ws
 }
 
 async fn ws_send(ws: &mut Ws, id: &str, query: &str) {
