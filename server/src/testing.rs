@@ -9,4 +9,5 @@ pub use crate::store::documents::{BlobRef, ChunkRow, StoreIngest, Target};
 pub use crate::store::kg::KgEntity;
 pub use crate::store::vindex::{DocMeta, VectorIndex};
 pub use crate::store::NewDocument;
-pub use crate::store::{normalize, pg_vector_channel_statement, EMBEDDING_DIM};
+pub use crate::store::vector::normalize;
+pub use crate::store::{pg_vector_channel_statement, EMBEDDING_DIM};

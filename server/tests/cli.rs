@@ -8,7 +8,7 @@ use std::process::Command;
 
 use cairn::config::Config;
 use cairn::service::Cairn;
-use cairn::store::Store;
+use cairn::Store;
 
 fn cairn(dir: &std::path::Path, args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_cairn"))

@@ -68,7 +68,6 @@ pub use connection::Tuning;
 pub use corpora::CorpusCounts;
 #[cfg(any(test, feature = "testing"))]
 pub use documents::NewDocument;
-pub use readable::Readable;
 #[cfg(any(test, feature = "testing"))]
 pub use search::pg_vector_channel_statement;
 pub use vector::EMBEDDING_DIM;

@@ -3,8 +3,8 @@
 
 use cairn::auth::{DocumentAccess, Principal};
 use cairn::domain::{Role, Visibility};
-use cairn::store::documents::ChunkRow;
-use cairn::store::vindex::{normalize, DocMeta, VectorIndex};
+use cairn::testing::ChunkRow;
+use cairn::testing::{normalize, DocMeta, VectorIndex};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -233,10 +233,4 @@ pub(crate) fn exact_principal() -> Principal {
         name: "bench".into(),
         token_id: 0,
     }
-}
-
-/// pgvector's text form, as `store::documents::vector_literal` writes it.
-pub(crate) fn vector_literal(v: &[f32]) -> String {
-    let parts: Vec<String> = v.iter().map(|x| x.to_string()).collect();
-    format!("[{}]", parts.join(","))
 }

@@ -37,15 +37,6 @@ const SEED: u64 = 0x00ca_14b0;
 
 const SEARCH_GQL: &str = "query($q: String!, $m: SearchMode!) { search(query: $q, topK: 10, mode: $m) { relevance results { chunkId score } } }";
 
-/// The vector channel's SQL on PostgreSQL (`store::search::pg_vector_channel`, no corpus
-/// filter), with the readable predicate of `store::readable::Readable` written out.
-/// Binds: $1 vector literal, $2 team id, $3 user id, $4 depth.
-macro_rules! pg_vector_sql {
-    () => {
-        "WITH hits AS MATERIALIZED (SELECT c.id, c.embedding <=> CAST($1 AS vector) AS dist FROM chunks c JOIN documents d ON d.id = c.document_id AND c.version = d.current_version WHERE c.embedding IS NOT NULL AND ((d.team_id = $2 OR d.corpus_id IN (SELECT sc.id FROM corpora sc WHERE sc.system)) AND (d.visibility = 'team' OR d.owner_id = $3)) ORDER BY dist LIMIT $4) SELECT id, CAST(1 - dist AS REAL) FROM hits ORDER BY dist, id"
-    };
-}
-const PG_VECTOR_SQL: &str = pg_vector_sql!();
 
 mod bandwidth;
 mod corpus;
@@ -56,7 +47,7 @@ mod sections;
 mod sqlite;
 
 use bandwidth::measure_bandwidth;
-use corpus::{exact_principal, vector_literal, Corpus};
+use corpus::{exact_principal, Corpus};
 use peer::{python, run_peer, write_npy};
 use postgres::postgres_section;
 use report::{loadavg, time_sync, Report};
@@ -112,7 +103,6 @@ async fn run() {
     let corpus = Corpus::generate(chunks);
     let texts = corpus.query_texts();
     let qvecs = corpus.query_vectors();
-    let literals: Vec<String> = qvecs.iter().map(|v| vector_literal(v)).collect();
     eprintln!("[bench] generated in {:.1} s", t.elapsed().as_secs_f64());
     let scanned = (chunks * DIM * 4) as f64;
     let ep = exact_principal();
@@ -213,7 +203,6 @@ async fn run() {
         corpus,
         texts,
         qvecs,
-        literals,
         exact,
         http: reqwest::Client::new(),
         secs,

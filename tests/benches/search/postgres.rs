@@ -12,9 +12,9 @@ use sea_orm::{ConnectionTrait, Statement};
 use super::report::{time_async, Report};
 use super::sections::{
     common_section, ingest, overhead_interleaved, principal_of, raw_vector_sql, recall_at_10,
-    throughput, Bench, Section,
+    sqlx_query, throughput, vector_statements, Bench, Section,
 };
-use super::{DEPTH, QUERIES, RECALL_QUERIES};
+use super::{QUERIES, RECALL_QUERIES};
 
 /// Creates `cairn_bench_<random>` on the PostgreSQL of `CAIRN_TEST_PG_URL` (after dropping
 /// any left by an interrupted run of this benchmark); returns its URL and name.
@@ -94,9 +94,10 @@ pub(crate) async fn postgres_section(b: &Bench, rep: &mut Report) -> Section {
         rep.line(format!("  {q}\n      -> {v}"));
     }
     let mut sec = Section::default();
-    let (team, user) = (p.team_id, p.user_id);
+    let statements = vector_statements(&p, &b.qvecs);
+    let statements = &statements;
     let raw = time_async(QUERIES, |i| async move {
-        raw_vector_sql(pool, &b.literals[i], team, user).await;
+        raw_vector_sql(pool, &statements[i]).await;
     })
     .await;
     rep.line(raw.row("raw vector-channel SQL via sqlx (k=300)"));
@@ -119,12 +120,11 @@ pub(crate) async fn postgres_section(b: &Bench, rep: &mut Report) -> Section {
         if overhead <= 2.0 { "met" } else { "NOT met" }
     ));
     overhead_interleaved(b, &s, &p, rep).await;
-    let plan: Vec<String> =
-        sea_orm::sqlx::query(concat!("EXPLAIN (ANALYZE, BUFFERS) ", pg_vector_sql!()))
-            .bind(b.literals[0].as_str())
-            .bind(team)
-            .bind(user)
-            .bind(DEPTH as i64)
+    let explain = Statement {
+        sql: format!("EXPLAIN (ANALYZE, BUFFERS) {}", statements[0].sql),
+        ..statements[0].clone()
+    };
+    let plan: Vec<String> = sqlx_query(&explain)
             .fetch_all(pool)
             .await
             .map(|rows| {

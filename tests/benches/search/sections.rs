@@ -8,25 +8,23 @@ use std::time::{Duration, Instant};
 
 use cairn::auth::Principal;
 use cairn::domain::{Role, Visibility};
-use cairn::store::documents::{BlobRef, StoreIngest, Target};
-use cairn::store::vindex::VectorIndex;
-use cairn::store::Store;
+use cairn::testing::{pg_vector_channel_statement, BlobRef, StoreIngest, Target, VectorIndex};
+use cairn::Store;
 use cairn_tests::TestServer;
 use futures_util::StreamExt;
 use sea_orm::{ConnectionTrait, Statement};
 use serde_json::{json, Value};
 
-use super::corpus::{exact_principal, vector_literal, Corpus};
+use super::corpus::{exact_principal, Corpus};
 use super::report::{ms, time_async, Report, Stats};
 use super::{
-    CHUNKS_PER_DOC, CLIENTS, DEPTH, PG_VECTOR_SQL, QUERIES, RECALL_QUERIES, SEARCH_GQL, WARMUP,
+    CHUNKS_PER_DOC, CLIENTS, DEPTH, QUERIES, RECALL_QUERIES, SEARCH_GQL, WARMUP,
 };
 
 pub(crate) struct Bench {
     pub(crate) corpus: Corpus,
     pub(crate) texts: Vec<String>,
     pub(crate) qvecs: Vec<Vec<f32>>,
-    pub(crate) literals: Vec<String>,
     pub(crate) exact: VectorIndex,
     pub(crate) http: reqwest::Client,
     pub(crate) secs: u64,
@@ -360,18 +358,36 @@ pub(crate) async fn throughput(b: &Bench, s: &TestServer, rep: &mut Report) {
     ));
 }
 
-/// The vector channel's SQL sent directly; the row count.
-pub(crate) async fn raw_vector_sql(
-    pool: &sea_orm::sqlx::PgPool,
-    literal: &str,
-    team: i64,
-    user: i64,
-) -> usize {
-    let rows = sea_orm::sqlx::query(PG_VECTOR_SQL)
-        .bind(literal)
-        .bind(team)
-        .bind(user)
-        .bind(DEPTH as i64)
+/// The store's own statement (`cairn::testing::pg_vector_channel_statement`, what the
+/// PostgreSQL vector channel runs) as an sqlx query: its SQL with its bound values.
+pub(crate) fn sqlx_query(
+    stmt: &Statement,
+) -> sea_orm::sqlx::query::Query<'_, sea_orm::sqlx::Postgres, sea_orm::sqlx::postgres::PgArguments>
+{
+    // The SQL is the store's own statement text; every value in it is bound.
+    let mut q = sea_orm::sqlx::query(sea_orm::sqlx::AssertSqlSafe(stmt.sql.as_str()));
+    for v in stmt.values.iter().flat_map(|v| v.0.iter()) {
+        q = match v {
+            sea_orm::Value::String(Some(s)) => q.bind(s.as_str()),
+            sea_orm::Value::BigInt(Some(i)) => q.bind(*i),
+            sea_orm::Value::Int(Some(i)) => q.bind(*i),
+            other => panic!("unexpected bound value in the vector statement: {other:?}"),
+        };
+    }
+    q
+}
+
+/// The vector channel's statements for `vectors` as principal `p`, built before any timing.
+pub(crate) fn vector_statements(p: &Principal, vectors: &[Vec<f32>]) -> Vec<Statement> {
+    vectors
+        .iter()
+        .map(|v| pg_vector_channel_statement(p, v, DEPTH as u64))
+        .collect()
+}
+
+/// The vector channel's statement sent directly with sqlx; the row count.
+pub(crate) async fn raw_vector_sql(pool: &sea_orm::sqlx::PgPool, stmt: &Statement) -> usize {
+    let rows = sqlx_query(stmt)
         .fetch_all(pool)
         .await
         .unwrap_or_else(|e| panic!("raw vector SQL: {e}"));
@@ -406,7 +422,7 @@ pub(crate) async fn overhead_interleaved(
                 .unwrap_or_else(|e| panic!("embed: {e}")),
         );
     }
-    let literals: Vec<String> = evecs.iter().map(|v| vector_literal(v)).collect();
+    let statements = vector_statements(p, &evecs);
     let (mut e, mut c, mut a, mut r) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let failures = Failures::default();
     for round in 0..WARMUP + QUERIES {
@@ -426,9 +442,7 @@ pub(crate) async fn overhead_interleaved(
         if pg {
             raw_vector_sql(
                 store.connection().get_postgres_connection_pool(),
-                &literals[i],
-                p.team_id,
-                p.user_id,
+                &statements[i],
             )
             .await;
         } else {

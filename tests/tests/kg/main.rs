@@ -6,8 +6,8 @@
 
 use std::collections::BTreeSet;
 
-use cairn::store::documents::BlobRef;
-use cairn::store::Store;
+use cairn::testing::BlobRef;
+use cairn::Store;
 use cairn_tests::{both_backends, TestServer};
 use rand::rngs::StdRng;
 use rand::Rng;

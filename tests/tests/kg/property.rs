@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use cairn::auth::Principal;
 use cairn::domain::{Role, Visibility};
-use cairn::store::documents::{StoreIngest, Target};
+use cairn::testing::{StoreIngest, Target};
 use cairn_kg::normalize::name_norm;
 use cairn_kg::{Entity, Extraction, Mention, Relation};
 use cairn_tests::{Backend, TestServer};
@@ -352,7 +352,7 @@ async fn check_all(
                 break;
             }
         }
-        let key_of = |e: &cairn::store::kg::KgEntity| -> EKey {
+        let key_of = |e: &cairn::service::KgEntity| -> EKey {
             let t = NAMES
                 .iter()
                 .map(|(t, _)| *t)

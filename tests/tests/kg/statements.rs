@@ -1,7 +1,7 @@
 //! The SQL statement count of a nested `entities` query.
 
 use cairn::domain::Visibility;
-use cairn::store::documents::{StoreIngest, Target};
+use cairn::testing::{StoreIngest, Target};
 use cairn_kg::normalize::name_norm;
 use cairn_kg::{Entity, Extraction, Mention, Relation};
 use cairn_tests::{Backend, TestServer};
