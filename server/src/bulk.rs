@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use cairn::app;
 use cairn::config::Config;
 use cairn::domain::{Role, Visibility};
-use cairn::{IngestResult, JobResult};
 use cairn::service::{UploadRequest, DEFAULT_TEAM};
+use cairn::{IngestResult, JobResult};
 use entity::prelude::JobState;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 

@@ -228,20 +228,22 @@ impl Bus {
                             Ok(Wire::Event(ev)) => {
                                 let _ = local.send(*ev);
                             }
-                            Ok(Wire::JobRef { team_id, job_id, private }) => {
-                                match listen_store.team_job(team_id, job_id).await {
-                                    Ok(Some(job)) => {
-                                        let _ = local.send(Event {
-                                            team_id,
-                                            kind: EventKind::Job(JobEvent::of_job(&job, private)),
-                                        });
-                                    }
-                                    Ok(None) => {}
-                                    Err(e) => {
-                                        tracing::warn!(error = %e, "job behind an event reference not read")
-                                    }
+                            Ok(Wire::JobRef {
+                                team_id,
+                                job_id,
+                                private,
+                            }) => match listen_store.team_job(team_id, job_id).await {
+                                Ok(Some(job)) => {
+                                    let _ = local.send(Event {
+                                        team_id,
+                                        kind: EventKind::Job(JobEvent::of_job(&job, private)),
+                                    });
                                 }
-                            }
+                                Ok(None) => {}
+                                Err(e) => {
+                                    tracing::warn!(error = %e, "job behind an event reference not read")
+                                }
+                            },
                             Err(e) => tracing::warn!(error = %e, "bad event payload"),
                         },
                         Err(e) => {

@@ -6,8 +6,7 @@
 //! does not have it.
 
 pub use crate::store::documents::{BlobRef, ChunkRow, StoreIngest, Target};
-pub use crate::store::kg::KgEntity;
+pub use crate::store::vector::normalize;
 pub use crate::store::vindex::{DocMeta, VectorIndex};
 pub use crate::store::NewDocument;
-pub use crate::store::vector::normalize;
 pub use crate::store::{pg_vector_channel_statement, EMBEDDING_DIM};

@@ -513,7 +513,11 @@ async fn corpus_documents_cost_the_same_for_many_corpora(b: Backend) {
     let (bob_id, bob) = s.user_with_token("bob", "MEMBER").await;
     let store = s.cairn().store.clone();
     let me = s
-        .gql_ok(&s.owner_token, "{ me { user { id } team { id } } }", json!({}))
+        .gql_ok(
+            &s.owner_token,
+            "{ me { user { id } team { id } } }",
+            json!({}),
+        )
         .await;
     let id_of = |v: &Value| -> i64 {
         v.as_str()
@@ -557,12 +561,18 @@ async fn corpus_documents_cost_the_same_for_many_corpora(b: Backend) {
             let d = s.gql_ok(&s.owner_token, q, json!({})).await;
             let after = store.statement_count();
             best = best.min(after - before);
-            let corpora = d["corpora"]["edges"].as_array().cloned().unwrap_or_default();
+            let corpora = d["corpora"]["edges"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
             assert_eq!(corpora.len(), target, "{d}");
             for c in &corpora {
                 let node = &c["node"];
                 assert_eq!(node["documentCount"], 3, "{node}");
-                let docs = node["documents"]["edges"].as_array().cloned().unwrap_or_default();
+                let docs = node["documents"]["edges"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
                 assert_eq!(docs.len(), 2, "first: 2 per corpus: {node}");
                 assert_eq!(node["documents"]["pageInfo"]["hasNextPage"], true, "{node}");
                 assert!(

@@ -7,10 +7,10 @@ use futures_util::Stream;
 use tokio_stream::StreamExt;
 
 use super::error::api;
-use super::loaders::{load, load_list};
-use entity::prelude::{Chunk, ContentBlob, DocumentVersion};
+use super::loaders::{load, load_list, CorpusPage, FirstChunks};
 use super::{cairn_of, loaders_of, page, parse_cursor, parse_id, principal_of};
 use crate::service::{JobEvent, UploadRequest};
+use entity::prelude::{Chunk, ContentBlob, DocumentVersion};
 
 #[derive(Enum, Clone, Copy, PartialEq, Eq, Debug)]
 #[graphql(name = "Visibility", remote = "crate::domain::Visibility")]
@@ -79,7 +79,10 @@ impl GqlCorpus {
 }
 
 impl GqlCorpus {
-    async fn counts(&self, ctx: &Context<'_>) -> async_graphql::Result<crate::service::CorpusCounts> {
+    async fn counts(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<crate::service::CorpusCounts> {
         Ok(load(&loaders_of(ctx)?.corpus_counts, self.raw_id)
             .await?
             .unwrap_or_default())
@@ -161,9 +164,11 @@ impl GqlDocument {
         ctx: &Context<'_>,
         first: Option<i32>,
     ) -> async_graphql::Result<Vec<GqlChunk>> {
-        let mut all: Vec<GqlChunk> = load_list(&loaders_of(ctx)?.chunks, self.raw_id).await?;
-        all.truncate(first.unwrap_or(100).clamp(0, 1000) as usize);
-        Ok(all)
+        let key = FirstChunks {
+            document_id: self.raw_id,
+            first: first.unwrap_or(100).clamp(0, 1000) as u32,
+        };
+        load_list(&loaders_of(ctx)?.chunks, key).await
     }
 
     /// Every version, oldest first.
@@ -548,13 +553,16 @@ pub async fn corpus_documents(
     first: Option<i32>,
     after: Option<String>,
 ) -> async_graphql::Result<Connection<String, GqlDocument, EmptyFields, EmptyFields>> {
-    let p = principal_of(ctx)?;
     let limit = first.unwrap_or(50).clamp(0, 200) as usize;
     let after = parse_cursor(after)?;
-    let rows = cairn_of(ctx)?
-        .corpus_documents(p, corpus_id, after, limit as u64 + 1)
-        .await
-        .map_err(api)?;
+    let key = CorpusPage {
+        corpus_id,
+        after,
+        limit: limit as u64 + 1,
+    };
+    let rows = load(&loaders_of(ctx)?.corpus_documents, key)
+        .await?
+        .unwrap_or_default();
     Ok(page(
         rows,
         limit,

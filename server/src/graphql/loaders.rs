@@ -3,6 +3,7 @@
 //! whose visibility they apply inside their one query).
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::Arc;
 
 use async_graphql::dataloader::{CacheFactory, DataLoader, HashMapCache, Loader};
@@ -68,25 +69,39 @@ fn grouped<R, V>(
     out
 }
 
+/// Keys that differ only in their id, gathered per remaining part (`Corpus.documents`' page,
+/// `Document.chunks`' bound), so each group is one service call: in practice one group per
+/// field per request, since sibling objects ask for the same page.
+fn gather<K, P: Eq + Hash>(keys: &[K], split: impl Fn(&K) -> (i64, P)) -> HashMap<P, Vec<i64>> {
+    let mut out: HashMap<P, Vec<i64>> = HashMap::new();
+    for k in keys {
+        let (id, part) = split(k);
+        out.entry(part).or_default().push(id);
+    }
+    out
+}
+
 /// One key through a loader, its error keeping its kind (`graphql::error::loaded`).
-pub(crate) async fn load<L, C>(
+pub(crate) async fn load<K, L, C>(
     loader: &DataLoader<L, C>,
-    key: i64,
+    key: K,
 ) -> async_graphql::Result<Option<L::Value>>
 where
-    L: Loader<i64, Error = LoadError>,
+    K: Send + Sync + Hash + Eq + Clone + 'static,
+    L: Loader<K, Error = LoadError>,
     C: CacheFactory,
 {
     loader.load_one(key).await.map_err(loaded)
 }
 
 /// A list-valued field: one key's rows through a loader, converted (none: an empty list).
-pub(crate) async fn load_list<L, C, V, T>(
+pub(crate) async fn load_list<K, L, C, V, T>(
     loader: &DataLoader<L, C>,
-    key: i64,
+    key: K,
 ) -> async_graphql::Result<Vec<T>>
 where
-    L: Loader<i64, Value = Vec<V>, Error = LoadError>,
+    K: Send + Sync + Hash + Eq + Clone + 'static,
+    L: Loader<K, Value = Vec<V>, Error = LoadError>,
     C: CacheFactory,
     T: From<V>,
 {
@@ -96,6 +111,21 @@ where
         .into_iter()
         .map(T::from)
         .collect())
+}
+
+/// `Corpus.documents`' key: a corpus and the page asked of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CorpusPage {
+    pub corpus_id: i64,
+    pub after: Option<i64>,
+    pub limit: u64,
+}
+
+/// `Document.chunks`' key: a document and how many of its first chunks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FirstChunks {
+    pub document_id: i64,
+    pub first: u32,
 }
 
 loader!(
@@ -139,9 +169,39 @@ loader!(
 );
 
 loader!(
-    /// The current version's chunks of readable documents, by document id.
-    ChunksLoader: i64 => Vec<Chunk>,
-    |cairn, p, keys| Ok(grouped(cairn.current_chunks(p, keys).await?, |c| Some(c.document_id), |c| c))
+    /// A page of each corpus's readable documents, oldest first: one statement for every
+    /// corpus of the request (`Store::corpora_documents`).
+    CorpusDocumentsLoader: CorpusPage => Vec<Document>,
+    |cairn, p, keys| {
+        let mut out = HashMap::new();
+        for ((after, limit), ids) in gather(keys, |k| (k.corpus_id, (k.after, k.limit))) {
+            let rows = cairn.corpora_documents(p, &ids, after, limit).await?;
+            let mut rows = grouped(rows, |d| Some(d.corpus_id), |d| d);
+            for corpus_id in ids {
+                let page = CorpusPage { corpus_id, after, limit };
+                out.insert(page, rows.remove(&corpus_id).unwrap_or_default());
+            }
+        }
+        Ok(out)
+    }
+);
+
+loader!(
+    /// The first chunks of readable documents' current versions, in order, bounded in SQL
+    /// (`Store::current_chunks_first`).
+    ChunksLoader: FirstChunks => Vec<Chunk>,
+    |cairn, p, keys| {
+        let mut out = HashMap::new();
+        for (first, ids) in gather(keys, |k| (k.document_id, k.first)) {
+            let rows = cairn.current_chunks_first(p, &ids, first).await?;
+            let mut rows = grouped(rows, |c| Some(c.document_id), |c| c);
+            for document_id in ids {
+                let key = FirstChunks { document_id, first };
+                out.insert(key, rows.remove(&document_id).unwrap_or_default());
+            }
+        }
+        Ok(out)
+    }
 );
 
 loader!(
@@ -185,6 +245,7 @@ loader!(
 /// The per-request data a resolver may rely on once the caller is authenticated.
 pub struct Loaders {
     pub corpora: DataLoader<CorpusLoader>,
+    pub corpus_documents: DataLoader<CorpusDocumentsLoader>,
     pub documents: DataLoader<DocumentLoader>,
     pub versions: DataLoader<VersionsLoader>,
     pub chunks: DataLoader<ChunksLoader>,
@@ -205,15 +266,16 @@ impl Loaders {
         let cached = HashMapCache::default;
         Loaders {
             corpora: DataLoader::new(CorpusLoader::new(cairn, principal), tokio::spawn),
+            corpus_documents: DataLoader::new(
+                CorpusDocumentsLoader::new(cairn, principal),
+                tokio::spawn,
+            ),
             documents: DataLoader::new(DocumentLoader::new(cairn, principal), tokio::spawn),
             versions: DataLoader::new(VersionsLoader::new(cairn, principal), tokio::spawn),
             chunks: DataLoader::new(ChunksLoader::new(cairn, principal), tokio::spawn),
             teams: DataLoader::new(TeamLoader::new(cairn, principal), tokio::spawn),
             users: DataLoader::new(UserLoader::new(cairn, principal), tokio::spawn),
-            corpus_counts: DataLoader::new(
-                CorpusCountsLoader::new(cairn, principal),
-                tokio::spawn,
-            ),
+            corpus_counts: DataLoader::new(CorpusCountsLoader::new(cairn, principal), tokio::spawn),
             kg_entities: DataLoader::with_cache(
                 KgEntityLoader::new(cairn, principal),
                 tokio::spawn,

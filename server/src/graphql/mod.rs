@@ -15,10 +15,10 @@ use futures_util::Stream;
 use tokio_stream::StreamExt;
 
 use crate::service::{AuthError, Cairn, Principal, ServiceError, Session};
-use error::ErrorCodes;
-use loaders::Loaders;
 use documents::GqlCorpus;
 use error::api;
+use error::ErrorCodes;
+use loaders::Loaders;
 use types::{GqlApiToken, GqlRole, GqlUser, Me, NewToken};
 
 /// The whole API: the foundation's objects merged with the document and job ones.

@@ -40,7 +40,11 @@ fn refusal(status: StatusCode, code: &'static str, message: &str) -> Response {
 /// Bytes allowed beyond the upload cap for the multipart envelope (operations, map, headers).
 const ENVELOPE_SLACK: u64 = 1024 * 1024;
 
-pub(super) async fn graphql_http(State(s): State<HttpState>, headers: HeaderMap, body: Body) -> Response {
+pub(super) async fn graphql_http(
+    State(s): State<HttpState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let presented = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -254,4 +258,3 @@ async fn ws_authenticate(
     })?;
     Ok(graphql::session_data(session))
 }
-

@@ -430,17 +430,19 @@ impl Cairn {
         Ok(self.store.readable_documents(p, ids).await?)
     }
 
-    pub async fn corpus_documents(
+    /// The readable documents of several corpora (dataloader batch for `Corpus.documents`):
+    /// for each corpus, oldest first, its first `limit` with an id above `after`.
+    pub async fn corpora_documents(
         &self,
         p: &Principal,
-        corpus_id: i64,
+        corpus_ids: &[i64],
         after: Option<i64>,
         limit: u64,
     ) -> ServiceResult<Vec<Document>> {
         p.require(Capability::CorpusRead)?;
         Ok(self
             .store
-            .corpus_documents(p, corpus_id, after, limit)
+            .corpora_documents(p, corpus_ids, after, limit)
             .await?)
     }
 
@@ -454,13 +456,15 @@ impl Cairn {
         Ok(self.store.versions_of(&readable).await?)
     }
 
-    /// The current chunks of readable documents (dataloader batch).
-    pub async fn current_chunks(
+    /// The first `first` current chunks of each readable document, in order (dataloader
+    /// batch for `Document.chunks`; the bound is applied in SQL).
+    pub async fn current_chunks_first(
         &self,
         p: &Principal,
         ids: &[i64],
+        first: u32,
     ) -> ServiceResult<Vec<entity::prelude::Chunk>> {
-        Ok(self.store.current_chunks(p, ids).await?)
+        Ok(self.store.current_chunks_first(p, ids, first).await?)
     }
 
     /// Page `page` (1-based) of a document's current text, 25,000 characters a page; a page
@@ -473,10 +477,9 @@ impl Cairn {
     ) -> ServiceResult<DocumentPage> {
         let document = self.document(p, id).await?;
         let chunks = self.store.chunks_of(id, document.current_version).await?;
-        let pieces: Vec<(Option<String>, String)> =
-            cairn_extract::chunk::dedupe_overlap(
-                chunks.into_iter().map(|c| (c.section, c.content)).collect(),
-            );
+        let pieces: Vec<(Option<String>, String)> = cairn_extract::chunk::dedupe_overlap(
+            chunks.into_iter().map(|c| (c.section, c.content)).collect(),
+        );
         let pages = paginate(&pieces, DOC_PAGE_CHARS);
         let page_count = pages.len().max(1);
         if page == 0 || page > page_count {

@@ -176,7 +176,9 @@ impl Store {
             .await?)
     }
 
-    /// One page of the readable documents of a corpus, by id.
+    /// One page of the readable documents of a corpus, by id: the one-corpus reader the
+    /// batched [`Store::corpora_documents`] is tested against (the server uses the batch).
+    #[cfg(any(test, feature = "testing"))]
     pub async fn corpus_documents(
         &self,
         p: &Principal,

@@ -30,7 +30,7 @@
 //!
 //! and the helpers every file shares:
 //!
-//! - [`readable`]: the readable-document predicate as SQL ([`Readable`]).
+//! - [`readable`]: the readable-document predicate as SQL ([`readable::Readable`]).
 //! - `sql`: the query text builder (`$n` or `?` placeholders per backend).
 //! - [`vector`]: embeddings' stored forms (blob, pgvector literal), dot, normalize, cosine.
 //!
@@ -70,6 +70,7 @@ pub use corpora::CorpusCounts;
 pub use documents::NewDocument;
 #[cfg(any(test, feature = "testing"))]
 pub use search::pg_vector_channel_statement;
+#[cfg(any(test, feature = "testing"))]
 pub use vector::EMBEDDING_DIM;
 
 #[derive(Debug, thiserror::Error)]

@@ -37,7 +37,6 @@ const SEED: u64 = 0x00ca_14b0;
 
 const SEARCH_GQL: &str = "query($q: String!, $m: SearchMode!) { search(query: $q, topK: 10, mode: $m) { relevance results { chunkId score } } }";
 
-
 mod bandwidth;
 mod corpus;
 mod peer;

@@ -125,14 +125,14 @@ pub(crate) async fn postgres_section(b: &Bench, rep: &mut Report) -> Section {
         ..statements[0].clone()
     };
     let plan: Vec<String> = sqlx_query(&explain)
-            .fetch_all(pool)
-            .await
-            .map(|rows| {
-                rows.iter()
-                    .map(|r| r.try_get::<String, _>(0).unwrap_or_default())
-                    .collect()
-            })
-            .unwrap_or_else(|e| vec![format!("EXPLAIN failed: {e}")]);
+        .fetch_all(pool)
+        .await
+        .map(|rows| {
+            rows.iter()
+                .map(|r| r.try_get::<String, _>(0).unwrap_or_default())
+                .collect()
+        })
+        .unwrap_or_else(|e| vec![format!("EXPLAIN failed: {e}")]);
     rep.line("  EXPLAIN (ANALYZE, BUFFERS) of the raw vector SQL (query vector 0):");
     for l in plan {
         rep.line(format!("    {}", elide_vectors(&l)));

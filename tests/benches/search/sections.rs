@@ -17,9 +17,7 @@ use serde_json::{json, Value};
 
 use super::corpus::{exact_principal, Corpus};
 use super::report::{ms, time_async, Report, Stats};
-use super::{
-    CHUNKS_PER_DOC, CLIENTS, DEPTH, QUERIES, RECALL_QUERIES, SEARCH_GQL, WARMUP,
-};
+use super::{CHUNKS_PER_DOC, CLIENTS, DEPTH, QUERIES, RECALL_QUERIES, SEARCH_GQL, WARMUP};
 
 pub(crate) struct Bench {
     pub(crate) corpus: Corpus,
