@@ -219,14 +219,7 @@ async fn run(cli: Cli) -> Result<(), CliError> {
             let team = resolve_team(&store, team.as_deref()).await?;
             let name = domain::clean_name(&name, "user name")?;
             let user = store.create_user(team.id, &name, role).await?;
-            store
-                .audit(
-                    Some(team.id),
-                    None,
-                    "user.create",
-                    Some(&user.id.to_string()),
-                )
-                .await?;
+            audit_cli(&store, Some(team.id), "user.create", user.id).await?;
             println!("{}", user.id);
             eprintln!("created user {} ({role}) in team {}", user.name, team.name);
             Ok(())
@@ -241,14 +234,7 @@ async fn run(cli: Cli) -> Result<(), CliError> {
             let row = store
                 .create_token(u.id, &secret.hash, label.as_deref())
                 .await?;
-            store
-                .audit(
-                    Some(u.team_id),
-                    None,
-                    "token.create",
-                    Some(&row.id.to_string()),
-                )
-                .await?;
+            audit_cli(&store, Some(u.team_id), "token.create", row.id).await?;
             println!("{}", secret.secret);
             eprintln!("token {} for user {} (shown once)", row.id, u.name);
             Ok(())
@@ -259,9 +245,7 @@ async fn run(cli: Cli) -> Result<(), CliError> {
                 return Err(CliError::Usage(format!("no token with id {id}")));
             }
             let revoked = store.revoke_token(id).await?;
-            store
-                .audit(None, None, "token.revoke", Some(&id.to_string()))
-                .await?;
+            audit_cli(&store, None, "token.revoke", id).await?;
             println!(
                 "{}",
                 if revoked {
@@ -273,6 +257,19 @@ async fn run(cli: Cli) -> Result<(), CliError> {
             Ok(())
         }
     }
+}
+
+/// An audit row for an operator's command (no acting user: whoever runs the binary).
+async fn audit_cli(
+    store: &Store,
+    team_id: Option<i64>,
+    action: &str,
+    target: i64,
+) -> Result<(), CliError> {
+    store
+        .audit(team_id, None, action, Some(&target.to_string()))
+        .await?;
+    Ok(())
 }
 
 async fn resolve_team(

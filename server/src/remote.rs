@@ -32,11 +32,17 @@ impl Api {
     }
 
     async fn gql(&self, query: &str, variables: Value) -> Result<Value, String> {
-        let resp = self
+        let request = self
             .http
             .post(&self.endpoint)
+            .json(&json!({ "query": query, "variables": variables }));
+        self.send(request).await
+    }
+
+    /// Sends one signed request to the endpoint; the reply's `data` (see [`Api::data`]).
+    async fn send(&self, request: reqwest::RequestBuilder) -> Result<Value, String> {
+        let resp = request
             .bearer_auth(&self.token)
-            .json(&json!({ "query": query, "variables": variables }))
             .send()
             .await
             .map_err(|e| format!("{}: {e}", self.endpoint))?;
@@ -68,19 +74,9 @@ impl Api {
                 "0",
                 reqwest::multipart::Part::bytes(bytes).file_name(name.to_owned()),
             );
-        let resp = self
-            .http
-            .post(&self.endpoint)
-            .bearer_auth(&self.token)
-            .multipart(form)
-            .send()
-            .await
-            .map_err(|e| format!("{}: {e}", self.endpoint))?;
-        let body: Value = resp
-            .json()
-            .await
-            .map_err(|e| format!("not a GraphQL reply: {e}"))?;
-        let data = Self::data(body)?;
+        let data = self
+            .send(self.http.post(&self.endpoint).multipart(form))
+            .await?;
         data["uploadDocument"]["id"]
             .as_str()
             .and_then(|id| id.parse().ok())

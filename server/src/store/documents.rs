@@ -266,19 +266,7 @@ impl Store {
     /// The current version's chunks of the readable documents among `ids`, in order. One
     /// query.
     pub async fn current_chunks(&self, p: &Principal, ids: &[i64]) -> StoreResult<Vec<Chunk>> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut q = Sql::new(self.backend());
-        q.push("SELECT c.id, c.team_id, c.document_id, c.version, c.corpus_id, c.chunk_index, c.content, c.section, c.page, c.metadata FROM chunks c JOIN documents d ON d.id = c.document_id AND c.version = d.current_version WHERE c.document_id IN ")
-            .push_list(ids.iter().copied());
-        q.push(" AND ");
-        Readable::new(p).push_documents(&mut q, "d");
-        q.push(" ORDER BY c.document_id, c.chunk_index");
-        Ok(Chunks::find()
-            .from_raw_sql(q.build())
-            .all(self.connection())
-            .await?)
+        self.current_chunks_below(p, ids, None).await
     }
 
     /// [`Store::current_chunks`] bounded in SQL: at most the first `first` chunks (by
@@ -295,13 +283,29 @@ impl Store {
         ids: &[i64],
         first: u32,
     ) -> StoreResult<Vec<Chunk>> {
-        if ids.is_empty() || first == 0 {
+        if first == 0 {
+            return Ok(Vec::new());
+        }
+        self.current_chunks_below(p, ids, Some(first)).await
+    }
+
+    /// The current chunks of the readable documents among `ids`, in order, those with a
+    /// `chunk_index` below `bound` when one is given.
+    async fn current_chunks_below(
+        &self,
+        p: &Principal,
+        ids: &[i64],
+        bound: Option<u32>,
+    ) -> StoreResult<Vec<Chunk>> {
+        if ids.is_empty() {
             return Ok(Vec::new());
         }
         let mut q = Sql::new(self.backend());
         q.push("SELECT c.id, c.team_id, c.document_id, c.version, c.corpus_id, c.chunk_index, c.content, c.section, c.page, c.metadata FROM chunks c JOIN documents d ON d.id = c.document_id AND c.version = d.current_version WHERE c.document_id IN ")
             .push_list(ids.iter().copied());
-        q.push(" AND c.chunk_index < ").bind(i64::from(first));
+        if let Some(bound) = bound {
+            q.push(" AND c.chunk_index < ").bind(i64::from(bound));
+        }
         q.push(" AND ");
         Readable::new(p).push_documents(&mut q, "d");
         q.push(" ORDER BY c.document_id, c.chunk_index");
@@ -475,21 +479,6 @@ impl Store {
         let orphans = prune_blobs(&tx, &blob_ids).await?;
         tx.commit().await?;
         self.sync_vector_index(&[id]).await;
-        Ok(orphans)
-    }
-
-    /// Removes a blob row nothing references (a failed ingest); returns its file if removed.
-    pub async fn prune_blob_by_hash(&self, content_hash: &str) -> StoreResult<Orphans> {
-        let tx = self.connection().begin().await?;
-        let ids: Vec<i64> = ContentBlobs::find()
-            .filter(ContentBlobColumn::ContentHash.eq(content_hash))
-            .all(&tx)
-            .await?
-            .into_iter()
-            .map(|b| b.id)
-            .collect();
-        let orphans = prune_blobs(&tx, &ids).await?;
-        tx.commit().await?;
         Ok(orphans)
     }
 

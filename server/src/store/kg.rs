@@ -380,28 +380,6 @@ impl Store {
             .await?)
     }
 
-    /// Visible relations among `ids` (dataloader batch).
-    pub async fn visible_relations(
-        &self,
-        p: &Principal,
-        ids: &[i64],
-    ) -> StoreResult<Vec<KgRelation>> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut q = Sql::new(self.backend());
-        q.push("SELECT ")
-            .push(RELATION_COLS)
-            .push(" FROM kg_relations r WHERE r.id IN ")
-            .push_list(ids.iter().copied())
-            .push(" AND");
-        push_has_readable_mention(&mut q, p, "relation_id", "r.id");
-        q.push(" ORDER BY r.id");
-        Ok(KgRelation::find_by_statement(q.build())
-            .all(self.connection())
-            .await?)
-    }
-
     /// One page of visible entities by id: optionally of one type, optionally whose
     /// normalized name contains `name_norm`.
     pub async fn find_entities(
