@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds (idempotently) the Python environment of the retrieval test's reference pipeline
 # (tests/retrieval_peer.py: rank_bm25 + PyStemmer, sentence-transformers on the same MiniLM
-# directory, RRF k=60) and prints the path of its python on stdout. Logs go to stderr.
+# directory, RRF k=60) and of the MCP tests' client (tests/mcp_client.py: the Python `mcp` SDK),
+# and prints the path of its python on stdout. Logs go to stderr.
 #
 #   PEER_PY="$(scripts/peer-python.sh)"     venv: ${CAIRN_PEER_VENV:-/var/tmp/cairn-peer-venv}
 #
@@ -53,7 +54,51 @@ pins=(
 stamp_text="debian:python3-torch=1.13.1+dfsg-4,libopenblas0-openmp ${pins[*]}"
 stamp="$venv/.cairn-peer-stamp"
 
+# The MCP tests' client (tests/mcp_client.py): the official Python MCP SDK and its closure,
+# pinned, --no-deps like the rest (cryptography, for PyJWT[crypto], is Debian's). Its own
+# stamp, so adding it to an existing venv costs one pip run (~5 s), not a rebuild.
+mcp_pins=(
+  mcp==2.3.0
+  mcp-types==2.3.0
+  anyio==4.16.0
+  httpx2==2.16.2
+  httpcore2==2.16.2
+  h11==0.16.0
+  idna==3.20
+  pydantic==2.14.4
+  pydantic_core==2.50.5
+  annotated-types==0.8.0
+  typing-inspection==0.4.5
+  typing_extensions==4.16.0
+  jsonschema==4.26.0
+  jsonschema-specifications==2025.9.1
+  referencing==0.37.0
+  rpds-py==2026.9.1
+  PyJWT==2.15.1
+  click==8.5.1
+  opentelemetry-api==1.45.2
+  python-multipart==0.0.34
+  sse-starlette==3.7.1
+  starlette==1.10.0
+  truststore==0.10.5
+  uvicorn==0.55.0
+)
+mcp_stamp_text="${mcp_pins[*]}"
+mcp_stamp="$venv/.cairn-peer-mcp-stamp"
+
+install_mcp() {
+  if [ -f "$mcp_stamp" ] && [ "$(cat "$mcp_stamp")" = "$mcp_stamp_text" ]; then
+    return 0
+  fi
+  log "peer-python: installing the MCP client (${#mcp_pins[@]} pinned packages) ..."
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+    "${mcp_pins[@]}" >&2
+  "$venv/bin/python" -c 'import mcp, httpx2; from mcp.client.streamable_http import streamable_http_client' >&2
+  echo "$mcp_stamp_text" > "$mcp_stamp"
+}
+
 if [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$stamp_text" ]; then
+  install_mcp
   echo "$venv/bin/python"
   exit 0
 fi
@@ -82,5 +127,6 @@ print("peer-python: torch", torch.__version__, "numpy", numpy.__version__,
       "transformers", transformers.__version__, "ok", tuple(x.shape))
 PY
 echo "$stamp_text" > "$stamp"
+install_mcp
 log "peer-python: ready ($(du -sh "$venv" | cut -f1) in $venv)"
 echo "$venv/bin/python"

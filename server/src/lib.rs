@@ -31,7 +31,10 @@
 //! - `ingest`: upload safety steps, blob files, and the ingest job.
 //! - `knowledge`: the knowledge-extraction job.
 //! - `graphql`: schema, thin resolvers, dataloaders, error codes; the only GraphQL module.
-//! - `http`: axum router, console, health and metrics; `http::graphql` mounts the schema.
+//! - `mcp`: the MCP server (Streamable HTTP) and its tools' text contracts; the only module
+//!   that names `rmcp`.
+//! - `http`: axum router, console, health and metrics; `http::graphql` mounts the schema,
+//!   `http::mcp` the MCP server behind its bearer-token check.
 //!
 //! Inside the crate the layers are kept by a test (`tests/layers.rs`), since Rust's module
 //! privacy cannot stop one sibling module from importing another.
@@ -48,6 +51,7 @@ mod http;
 mod ingest;
 mod jobs;
 mod knowledge;
+mod mcp;
 mod store;
 
 #[cfg(feature = "testing")]

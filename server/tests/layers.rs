@@ -4,9 +4,10 @@
 //!
 //! - only `store/` names `sea_orm`, `sqlx` or `migration`;
 //! - only `graphql/` and `http/graphql.rs` name `async_graphql`; only `http/` and `app.rs`
-//!   name `axum` or `tower_http`;
+//!   name `axum` or `tower_http`; only `mcp/` names `rmcp`;
 //! - each layer names only the layers below it (`graphql` → `service`, `domain`; `http` →
-//!   `graphql`, `service`; `store` → `auth`, `domain`; ...), and `graphql`/`http` never reach
+//!   `graphql`, `mcp`, `service`; `mcp` → `service`, `domain`; `store` → `auth`, `domain`;
+//!   ...), and `graphql`/`mcp`/`http` never reach
 //!   through the core's fields (`.store`, `.bus`, `.queue`, `.blobs`);
 //! - no two files import each other, directly or around a circle.
 //!
@@ -204,7 +205,8 @@ fn allowed_layers(top: &str) -> &'static [&'static str] {
             "knowledge",
         ],
         "graphql" => &["service", "domain"],
-        "http" => &["graphql", "service"],
+        "mcp" => &["service", "domain"],
+        "http" => &["graphql", "mcp", "service"],
         "config" => &["domain", "knowledge", "service"],
         "testing" => &["store"],
         _ => &[
@@ -218,6 +220,7 @@ fn allowed_layers(top: &str) -> &'static [&'static str] {
             "ingest",
             "jobs",
             "knowledge",
+            "mcp",
             "service",
             "store",
             "testing",
@@ -236,6 +239,7 @@ fn crate_rule(f: &SourceFile) -> Vec<String> {
                 top == "graphql" || f.rel == "http/graphql.rs"
             }
             "axum" | "tower_http" => top == "http" || top == "app",
+            "rmcp" => top == "mcp",
             _ => true,
         };
         if !allowed {
@@ -255,7 +259,7 @@ fn layer_rule(f: &SourceFile) -> Vec<String> {
             broken.insert(format!("{} names `crate::{}`", f.rel, p.join("::")));
         }
     }
-    if top == "graphql" || top == "http" {
+    if top == "graphql" || top == "http" || top == "mcp" {
         for field in ["store", "bus", "queue", "blobs"] {
             if f.names.fields.contains(field) {
                 broken.insert(format!("{} reads the core's `.{field}`", f.rel));
@@ -440,6 +444,41 @@ fn forbidden_import_is_caught() {
             "http/mod.rs",
             "fn f(c: &crate::service::Cairn) { let _ = &c.store; }",
             "http/mod.rs reads the core's `.store`",
+        ),
+        (
+            "http/mod.rs",
+            "use rmcp::ServerHandler;",
+            "http/mod.rs names `rmcp`",
+        ),
+        (
+            "service/search.rs",
+            "use rmcp::model::CallToolResult;",
+            "service/search.rs names `rmcp`",
+        ),
+        (
+            "mcp/mod.rs",
+            "use crate::store::Store;",
+            "mcp/mod.rs names `crate::store::Store`",
+        ),
+        (
+            "mcp/text.rs",
+            "use crate::graphql::CairnSchema;",
+            "mcp/text.rs names `crate::graphql::CairnSchema`",
+        ),
+        (
+            "mcp/mod.rs",
+            "fn f(c: &crate::service::Cairn) { let _ = &c.bus; }",
+            "mcp/mod.rs reads the core's `.bus`",
+        ),
+        (
+            "mcp/mod.rs",
+            "use axum::Router;",
+            "mcp/mod.rs names `axum`",
+        ),
+        (
+            "graphql/types.rs",
+            "use crate::mcp::McpEndpoint;",
+            "graphql/types.rs names `crate::mcp::McpEndpoint`",
         ),
         (
             "store/search.rs",

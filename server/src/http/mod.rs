@@ -1,10 +1,12 @@
-//! The axum router: `/graphql` (POST, GET = GraphiQL), `/graphql/ws`, health, metrics, and
+//! The axum router: `/graphql` (POST, GET = GraphiQL), `/graphql/ws`, `/mcp`, health, metrics, and
 //! the console (static files with an index.html fallback so client routes survive a reload).
 //! Knows HTTP; calls `graphql` and `service`, nothing below them. [`graphql`](self::graphql)
 //! is the one place here that knows async-graphql: it mounts the schema on POST and on the
-//! WebSocket.
+//! WebSocket. [`mcp`](self::mcp) mounts the MCP server (`crate::mcp`) on `/mcp` behind its
+//! bearer-token check.
 
 mod graphql;
+mod mcp;
 pub mod metrics;
 
 use std::path::PathBuf;
@@ -48,6 +50,14 @@ pub fn router(state: HttpState, console_dir: PathBuf, max_body: u64) -> Router {
     let metrics_state = state.metrics.clone();
     // GraphiQL's own files, whether or not the console is built.
     let graphiql_files = ServeDir::new(console_dir.join("graphiql")).precompressed_gzip();
+    let endpoint = crate::mcp::endpoint(state.cairn.clone());
+    let mcp_state = mcp::McpState {
+        cairn: state.cairn.clone(),
+        endpoint: endpoint.clone(),
+    };
+    let mcp_routes = Router::new()
+        .route_service("/mcp", endpoint.service())
+        .route_layer(middleware::from_fn_with_state(mcp_state, mcp::authenticate));
     Router::new()
         .nest_service("/graphiql", graphiql_files)
         .route("/graphql", get(graphiql).post(graphql_http))
@@ -59,6 +69,7 @@ pub fn router(state: HttpState, console_dir: PathBuf, max_body: u64) -> Router {
             usize::try_from(max_body).unwrap_or(usize::MAX),
         ))
         .with_state(state)
+        .merge(mcp_routes)
         .merge(console)
         .layer(middleware::from_fn_with_state(
             metrics_state,

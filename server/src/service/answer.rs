@@ -99,6 +99,29 @@ impl Cairn {
         }
     }
 
+    /// The synthesis over hits already retrieved (the MCP `search_documents` tool): the same
+    /// anonymized LLM exchange as [`Cairn::answer`] over the first [`ANSWER_SOURCES`] hits,
+    /// without a second retrieval. `None` when no `chat` model is configured or nothing was
+    /// found.
+    pub async fn synthesize(
+        &self,
+        p: &Principal,
+        question: &str,
+        hits: &[SearchHit],
+        relevance: Relevance,
+    ) -> ServiceResult<Option<AnswerOutcome>> {
+        let Some(llm) = &self.models.chat else {
+            return Ok(None);
+        };
+        if hits.is_empty() {
+            return Ok(None);
+        }
+        let sources: Vec<SearchHit> = hits.iter().take(ANSWER_SOURCES).cloned().collect();
+        self.llm_answer(p, llm, question.trim(), sources, relevance)
+            .await
+            .map(Some)
+    }
+
     async fn llm_answer(
         &self,
         p: &Principal,

@@ -1,0 +1,510 @@
+//! The MCP server on `/mcp` through a real client: the official Python SDK (`mcp`, installed
+//! into the peer venv by scripts/peer-python.sh) over Streamable HTTP, driven by
+//! tests/mcp_client.py with `$CAIRN_PEER_PYTHON`. The tools' texts are asserted line by line
+//! against the seed's contracts; a second user never reads a private document's text; a
+//! revoked token fails on the session's next call.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use cairn_tests::{both_backends, repo_root, require_model, Backend, TestServer};
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+both_backends!(tools_keep_their_text_contracts, private_text_and_revocation);
+
+const NEWS: &str = "Team news.\n\nAcme Robotics is based in Berlin. The Acme Robotics team ships warehouse robots.";
+/// Alice's private memo; its canary word must never reach Bob.
+const MEMO: &str = "Board memo.\n\nAcme Robotics acquired Zorblat Quantix in March. The codeword for the deal is zorblatquux.";
+const CANARY: &str = "zorblat";
+
+/// A Markdown document of three sections, well over one 25,000-character page.
+fn long_document() -> String {
+    let mut text = String::from("# Harbour operations manual\n\n");
+    for part in 1..=3 {
+        text.push_str(&format!("## Part {part}\n\n"));
+        for i in 0..60 {
+            text.push_str(&format!(
+                "Paragraph {i} of part {part}: the crane crew inspects hoist cable {i} and logs \
+                 the brake test of berth {part} before the tide turns; every entry is signed.\n\n"
+            ));
+        }
+    }
+    text
+}
+
+/// What the client saw: `tools` (names, schemas), `calls` (text / is_error / error).
+struct Client {
+    out: Value,
+}
+
+impl Client {
+    fn call(&self, i: usize) -> &Value {
+        &self.out["calls"][i]
+    }
+
+    /// The text of call `i`, which must have succeeded as a tool call.
+    fn text(&self, i: usize) -> String {
+        let c = self.call(i);
+        assert!(c.get("error").is_none(), "call {i} failed: {c}");
+        c["text"].as_str().unwrap_or_default().to_owned()
+    }
+
+    fn tool_names(&self) -> Vec<String> {
+        self.out["tools"]
+            .as_array()
+            .map(|t| {
+                t.iter()
+                    .filter_map(|x| x["name"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// Runs tests/mcp_client.py with `steps`; at each `{"pause": label}` step, awaits
+/// `on_pause(label)` before letting the client go on.
+async fn mcp_client<F, Fut>(s: &TestServer, token: &str, steps: Value, mut on_pause: F) -> Client
+where
+    F: FnMut(String) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let python = match std::env::var("CAIRN_PEER_PYTHON") {
+        Ok(p) if !p.is_empty() => p,
+        _ => panic!(
+            "CAIRN_PEER_PYTHON is not set: the MCP tests need the Python MCP SDK \
+             (scripts/peer-python.sh installs it; scripts/test.sh sets the variable)"
+        ),
+    };
+    let script = repo_root().join("tests/mcp_client.py");
+    let mut child = tokio::process::Command::new(&python)
+        .arg(&script)
+        .arg(format!("{}/mcp", s.url))
+        .arg(token)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{python} {}: {e}", script.display()));
+    let mut stdin = child.stdin.take().unwrap_or_else(|| panic!("no stdin"));
+    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    stdin
+        .write_all(format!("{steps}\n").as_bytes())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut lines = BufReader::new(stdout).lines();
+    let run = async {
+        loop {
+            let line = lines
+                .next_line()
+                .await
+                .unwrap_or_else(|e| panic!("{e}"))
+                .unwrap_or_else(|| panic!("the MCP client ended without a result"));
+            if let Some(label) = line.strip_prefix("PAUSE ") {
+                on_pause(label.to_owned()).await;
+                stdin
+                    .write_all(b"go\n")
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"));
+            } else if let Some(json) = line.strip_prefix("RESULT ") {
+                return serde_json::from_str::<Value>(json)
+                    .unwrap_or_else(|e| panic!("bad result {json}: {e}"));
+            }
+        }
+    };
+    let out = tokio::time::timeout(Duration::from_secs(300), run)
+        .await
+        .unwrap_or_else(|_| panic!("the MCP client did not finish in 300 s"));
+    assert!(out.get("fatal").is_none(), "the MCP client failed: {out}");
+    let _ = tokio::time::timeout(Duration::from_secs(30), child.wait()).await;
+    Client { out }
+}
+
+async fn no_pause(label: String) {
+    panic!("unexpected pause {label}");
+}
+
+/// `[Source N (document_id=D), relevance: P%, vec#V/lex#L]` → (N, D, P, V, L).
+fn source_line(line: &str) -> Option<(usize, String, u32, String, String)> {
+    let rest = line.strip_prefix("[Source ")?.strip_suffix(']')?;
+    let (n, rest) = rest.split_once(" (document_id=")?;
+    let (doc, rest) = rest.split_once("), relevance: ")?;
+    let (pct, rest) = rest.split_once("%, vec#")?;
+    let (v, l) = rest.split_once("/lex#")?;
+    let rank_ok = |r: &str| r == "-" || r.parse::<u32>().is_ok();
+    if !(rank_ok(v) && rank_ok(l)) || !doc.chars().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    Some((
+        n.parse().ok()?,
+        doc.to_owned(),
+        pct.parse().ok()?,
+        v.to_owned(),
+        l.to_owned(),
+    ))
+}
+
+async fn tools_keep_their_text_contracts(backend: Backend) {
+    require_model();
+    let s = TestServer::start(backend).await;
+    let owner = s.owner_token.clone();
+    let corpus = s.create_corpus(&owner, "handbook").await;
+    let archive = s.create_corpus(&owner, "archive").await;
+    let long = s
+        .ingest_text(&owner, &corpus, "Manual", &long_document(), "TEAM")
+        .await;
+    let news = s.ingest_text(&owner, &corpus, "News", NEWS, "TEAM").await;
+    s.extract_all(&owner).await;
+
+    let steps = json!([
+        { "list_tools": true },
+        { "tool": "search_documents", "args": { "query": "Where is Acme Robotics based?" } },
+        { "tool": "get_document_text", "args": { "document_id": long.parse::<i64>().unwrap_or_default() } },
+        { "tool": "get_document_text", "args": { "document_id": long.parse::<i64>().unwrap_or_default(), "page": 2 } },
+        { "tool": "get_document_text", "args": { "document_id": long.parse::<i64>().unwrap_or_default(), "page": 9 } },
+        { "tool": "get_document_text", "args": { "document_id": news.parse::<i64>().unwrap_or_default() } },
+        { "tool": "get_document_text", "args": { "document_id": 987654321 } },
+        { "tool": "kg_query", "args": { "name": "Acme Robotics", "hops": 1 } },
+        { "tool": "kg_query", "args": { "name": "Nobody Anywhere" } },
+        { "tool": "knowledge_summary", "args": {} },
+        { "tool": "create_corpus", "args": { "name": "fresh", "description": "made by an agent" } },
+        { "tool": "move_documents", "args": { "to_corpus_id": archive.parse::<i64>().unwrap_or_default() } },
+        { "tool": "move_documents", "args": { "to_corpus_id": archive.parse::<i64>().unwrap_or_default(), "document_ids": [news.parse::<i64>().unwrap_or_default()] } },
+        { "tool": "search_documents", "args": { "query": "crane", "corpus_ids": [987654321] } },
+        { "tool": "search_documents", "args": { "query": "hoist cable brake test of berth", "top_k": 3 } },
+    ]);
+    let c = mcp_client(&s, &owner, steps, no_pause).await;
+
+    // The tools, with typed input schemas.
+    let names = c.tool_names();
+    for t in [
+        "search_documents",
+        "get_document_text",
+        "kg_query",
+        "knowledge_summary",
+        "create_corpus",
+        "move_documents",
+    ] {
+        assert!(names.contains(&t.to_owned()), "{t} missing from {names:?}");
+    }
+    assert_eq!(c.out["server"], "cairn", "{}", c.out);
+
+    // search_documents: the relevance line first, then every excerpt in full.
+    let text = c.text(0);
+    assert_eq!(c.call(0)["is_error"], false);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].starts_with("**Search relevance: ")
+            && ["HIGH**", "MODERATE**", "LOW**", "LEXICAL MATCH**"]
+                .iter()
+                .any(|r| lines[0].contains(r)),
+        "{text}"
+    );
+    if lines[0].contains("LOW**") {
+        assert!(lines[0].contains("do not re-search"), "{text}");
+    }
+    // No chat model is configured: no synthesis.
+    assert!(!text.contains("## Synthesis"), "{text}");
+    let sources: Vec<(usize, usize)> = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.starts_with("[Source "))
+        .map(|(i, l)| {
+            let parsed = source_line(l).unwrap_or_else(|| panic!("bad source line {l:?}"));
+            (i, parsed.0)
+        })
+        .collect();
+    assert!(!sources.is_empty() && sources.len() <= 10, "{text}");
+    for (k, (_, n)) in sources.iter().enumerate() {
+        assert_eq!(*n, k + 1, "sources are numbered in order: {text}");
+    }
+    // The news document is one chunk: its excerpt is the whole body, untruncated.
+    let news_at = lines
+        .iter()
+        .position(|l| l.starts_with(&format!("[Source 1 (document_id={news})")))
+        .unwrap_or_else(|| panic!("the news document is not the first source: {text}"));
+    let block: String = lines[news_at + 1..]
+        .iter()
+        .take_while(|l| !l.starts_with("[Source "))
+        .copied()
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        block.starts_with("From \"News\"") && block.contains(NEWS.trim_start_matches("Team news.\n\n")),
+        "{block}"
+    );
+    let (_, _, pct, v, _) = source_line(lines[news_at]).unwrap_or_default();
+    assert!(pct > 0 && pct <= 100 && v != "-", "{}", lines[news_at]);
+
+    // get_document_text on a two-page document: header, page, calls to move on.
+    let p1 = c.text(1);
+    let l1: Vec<&str> = p1.lines().collect();
+    assert_eq!(
+        l1[0],
+        format!("# Manual (document_id={long}, version 1), page 1 of 2"),
+        "{}",
+        &p1[..200.min(p1.len())]
+    );
+    assert!(p1.chars().count() <= 25_000 + 400, "{}", p1.chars().count());
+    assert!(l1.contains(&"Page 1 of 2."), "{}", tail(&p1));
+    assert!(
+        l1.contains(&format!("Next page: get_document_text(document_id={long}, page=2)").as_str()),
+        "{}",
+        tail(&p1)
+    );
+    assert!(!p1.contains("Previous page:"), "{}", tail(&p1));
+    assert!(
+        l1.last().is_some_and(|l| l.starts_with("To find a passage without reading every page: search_documents(query=")
+            && l.ends_with(&format!("corpus_ids=[{corpus}])"))),
+        "{}",
+        tail(&p1)
+    );
+    let p2 = c.text(2);
+    let l2: Vec<&str> = p2.lines().collect();
+    assert_eq!(
+        l2[0],
+        format!("# Manual (document_id={long}, version 1), page 2 of 2")
+    );
+    assert!(
+        l2[2].starts_with("## ") && l2[2].ends_with(" (continued)"),
+        "page 2 opens inside a section: {:?}",
+        &l2[..4.min(l2.len())]
+    );
+    assert!(
+        l2.contains(&format!("Previous page: get_document_text(document_id={long}, page=1)").as_str()),
+        "{}",
+        tail(&p2)
+    );
+    assert!(!p2.contains("Next page:"), "{}", tail(&p2));
+    // Both pages together hold every paragraph.
+    for part in 1..=3 {
+        for i in [0, 59] {
+            let needle = format!("Paragraph {i} of part {part}:");
+            assert!(
+                p1.contains(&needle) || p2.contains(&needle),
+                "{needle} on neither page"
+            );
+        }
+    }
+    // A page past the end: a tool result saying what to do.
+    assert_eq!(c.call(3)["is_error"], true, "{}", c.call(3));
+    let t = c.text(3);
+    assert!(
+        t.contains("page must be between 1 and 2")
+            && t.contains(&format!("get_document_text(document_id={long}, page=1)")),
+        "{t}"
+    );
+    // A single-page document: no pagination text.
+    let one = c.text(4);
+    let lo: Vec<&str> = one.lines().collect();
+    assert_eq!(lo[0], format!("# News (document_id={news}, version 1)"));
+    assert!(one.contains("Acme Robotics is based in Berlin."), "{one}");
+    for absent in ["Page ", "page=", "get_document_text(", "search_documents("] {
+        assert!(!one.contains(absent), "{absent:?} in {one}");
+    }
+    // An unknown document.
+    assert_eq!(c.call(5)["is_error"], true);
+    assert!(
+        c.text(5)
+            .starts_with("No document with document_id=987654321 is visible to you."),
+        "{}",
+        c.text(5)
+    );
+
+    // kg_query: one fact per line, each cited with document, version and sentence.
+    let facts = c.text(6);
+    assert!(!facts.trim().is_empty());
+    for line in facts.lines() {
+        assert!(line.ends_with("\"]"), "uncited line {line:?}");
+        assert!(line.contains(&format!("[doc {news} v1: \"")), "{line:?}");
+    }
+    assert!(
+        facts.lines().any(|l| l.starts_with("Acme Robotics (")),
+        "{facts}"
+    );
+    assert_eq!(c.call(7)["is_error"], true, "{}", c.call(7));
+    assert!(c.text(7).contains("search_documents"), "{}", c.text(7));
+
+    // knowledge_summary: the [KNOWLEDGE] line.
+    let k = c.text(8);
+    assert_eq!(k.lines().count(), 1, "{k}");
+    assert!(k.starts_with("[KNOWLEDGE] Knowledge: 2 documents across "), "{k}");
+    assert!(k.contains(&format!("handbook (corpus_id={corpus})")), "{k}");
+    assert!(k.trim_end().ends_with("Use `search_documents` to find content."), "{k}");
+
+    // create_corpus and move_documents.
+    let created = c.text(9);
+    assert!(created.starts_with("Created corpus \"fresh\" (corpus_id="), "{created}");
+    let listed = c.text(10);
+    assert!(
+        listed.starts_with("Give document_ids (or move_all=true"),
+        "{listed}"
+    );
+    assert!(listed.contains(&format!("Corpus \"handbook\" (corpus_id={corpus}):")), "{listed}");
+    assert!(listed.contains(&format!("- document_id={news}: News")), "{listed}");
+    assert!(listed.contains(&format!("- document_id={long}: Manual")), "{listed}");
+    assert_eq!(
+        c.text(11),
+        format!("Moved 1 document into corpus_id={archive}.\n")
+    );
+    let d = s
+        .gql_ok(
+            &owner,
+            "query($id: ID!) { document(id: $id) { corpus { id } } }",
+            json!({ "id": news }),
+        )
+        .await;
+    assert_eq!(d["document"]["corpus"]["id"], json!(archive), "{d}");
+    // An unknown corpus in search: a tool result, not an MCP error.
+    assert_eq!(c.call(12)["is_error"], true, "{}", c.call(12));
+    assert!(c.text(12).contains("knowledge_summary"), "{}", c.text(12));
+    // top_k bounds the excerpts; the long document's excerpts come back whole.
+    let t = c.text(13);
+    let n = t.lines().filter(|l| l.starts_with("[Source ")).count();
+    assert!((1..=3).contains(&n), "{t}");
+
+    // No token, or a wrong one: 401 before any tool.
+    let http = reqwest::Client::new();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    for auth in [None, Some("Bearer cairn_not_a_real_token")] {
+        let mut req = http
+            .post(format!("{}/mcp", s.url))
+            .header("accept", "application/json, text/event-stream")
+            .json(&init);
+        if let Some(a) = auth {
+            req = req.header("authorization", a);
+        }
+        let resp = req.send().await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(resp.status().as_u16(), 401, "{auth:?}");
+        let body: Value = resp.json().await.unwrap_or_default();
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("UNAUTHENTICATED")),
+            "{body}"
+        );
+    }
+    s.stop().await;
+}
+
+fn tail(s: &str) -> &str {
+    let start = s
+        .char_indices()
+        .rev()
+        .nth(600)
+        .map(|(i, _)| i)
+        .unwrap_or(0);
+    &s[start..]
+}
+
+async fn private_text_and_revocation(backend: Backend) {
+    require_model();
+    let s = TestServer::start(backend).await;
+    let (_, alice) = s.user_with_token("alice", "MEMBER").await;
+    let (bob_id, _) = s.user_with_token("bob", "MEMBER").await;
+    // Bob's MCP token, whose id the test revokes mid-session.
+    let d = s
+        .gql_ok(
+            &s.owner_token,
+            "mutation($u: ID!) { createToken(userId: $u, label: \"mcp\") { token apiToken { id } } }",
+            json!({ "u": bob_id.to_string() }),
+        )
+        .await;
+    let bob = d["createToken"]["token"].as_str().unwrap_or_default().to_owned();
+    let bob_token_id = d["createToken"]["apiToken"]["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let corpus = s.create_corpus(&s.owner_token, "kg").await;
+    let memo = s.ingest_text(&alice, &corpus, "Memo", MEMO, "PRIVATE").await;
+    let news = s
+        .ingest_text(&s.owner_token, &corpus, "News", NEWS, "TEAM")
+        .await;
+    s.extract_all(&alice).await;
+    let memo_id = memo.parse::<i64>().unwrap_or_default();
+
+    // Alice reads her memo (the control).
+    let a = mcp_client(
+        &s,
+        &alice,
+        json!([
+            { "tool": "search_documents", "args": { "query": "Zorblat Quantix codeword" } },
+            { "tool": "get_document_text", "args": { "document_id": memo_id } },
+            { "tool": "kg_query", "args": { "name": "Acme Robotics", "hops": 2 } },
+        ]),
+        no_pause,
+    )
+    .await;
+    for i in 0..3 {
+        assert!(
+            a.text(i).to_lowercase().contains(CANARY),
+            "alice's call {i} lacks her own memo: {}",
+            a.text(i)
+        );
+    }
+
+    // Bob: every tool, then his token is revoked, then the same session calls again.
+    let server = &s;
+    let revoke = |label: String| {
+        let id = bob_token_id.clone();
+        async move {
+            assert_eq!(label, "revoke");
+            let d = server
+                .gql_ok(
+                    &server.owner_token,
+                    "mutation($id: ID!) { revokeToken(id: $id) }",
+                    json!({ "id": id }),
+                )
+                .await;
+            assert_eq!(d["revokeToken"], true, "{d}");
+        }
+    };
+    let b = mcp_client(
+        &s,
+        &bob,
+        json!([
+            { "tool": "search_documents", "args": { "query": "Zorblat Quantix codeword" } },
+            { "tool": "search_documents", "args": { "query": "What did Acme Robotics acquire in March?" } },
+            { "tool": "get_document_text", "args": { "document_id": memo_id } },
+            { "tool": "kg_query", "args": { "name": "Acme Robotics", "hops": 2 } },
+            { "tool": "kg_query", "args": { "name": "Zorblat Quantix" } },
+            { "tool": "knowledge_summary", "args": {} },
+            { "tool": "move_documents", "args": { "to_corpus_id": corpus.parse::<i64>().unwrap_or_default() } },
+            { "pause": "revoke" },
+            { "tool": "search_documents", "args": { "query": "Acme Robotics" } },
+            { "tool": "get_document_text", "args": { "document_id": news.parse::<i64>().unwrap_or_default() } },
+        ]),
+        revoke,
+    )
+    .await;
+    let everything = b.out.to_string().to_lowercase();
+    assert!(!everything.contains(CANARY), "bob saw the private memo: {everything}");
+    // What Bob can read, he reads.
+    assert!(b.text(1).contains("Acme Robotics is based in Berlin."), "{}", b.text(1));
+    assert_eq!(b.call(2)["is_error"], true);
+    assert!(
+        b.text(2)
+            .starts_with(&format!("No document with document_id={memo} is visible to you.")),
+        "{}",
+        b.text(2)
+    );
+    assert!(
+        b.text(3)
+            .lines()
+            .all(|l| !l.contains(&format!("[doc {memo} "))),
+        "{}",
+        b.text(3)
+    );
+    assert_eq!(b.call(4)["is_error"], true, "{}", b.call(4));
+    assert!(!b.text(6).contains(&format!("document_id={memo}")), "{}", b.text(6));
+    // After the revocation: refused, and no text.
+    for i in [7, 8] {
+        let c = b.call(i);
+        assert!(c.get("text").is_none(), "call {i} after revocation answered: {c}");
+        let err = c["error"].as_str().unwrap_or_default();
+        assert!(!err.is_empty(), "call {i} did not fail: {c}");
+    }
+    s.stop().await;
+}
