@@ -470,11 +470,7 @@ fn forbidden_import_is_caught() {
             "fn f(c: &crate::service::Cairn) { let _ = &c.bus; }",
             "mcp/mod.rs reads the core's `.bus`",
         ),
-        (
-            "mcp/mod.rs",
-            "use axum::Router;",
-            "mcp/mod.rs names `axum`",
-        ),
+        ("mcp/mod.rs", "use axum::Router;", "mcp/mod.rs names `axum`"),
         (
             "graphql/types.rs",
             "use crate::mcp::McpEndpoint;",

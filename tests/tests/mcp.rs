@@ -133,7 +133,7 @@ fn source_line(line: &str) -> Option<(usize, String, u32, String, String)> {
     let (pct, rest) = rest.split_once("%, vec#")?;
     let (v, l) = rest.split_once("/lex#")?;
     let rank_ok = |r: &str| r == "-" || r.parse::<u32>().is_ok();
-    if !(rank_ok(v) && rank_ok(l)) || !doc.chars().all(|c| c.is_ascii_digit()) {
+    if !(rank_ok(v) && rank_ok(l) && doc.chars().all(|c| c.is_ascii_digit())) {
         return None;
     }
     Some((
@@ -231,7 +231,8 @@ async fn tools_keep_their_text_contracts(backend: Backend) {
         .collect::<Vec<_>>()
         .join("\n");
     assert!(
-        block.starts_with("From \"News\"") && block.contains(NEWS.trim_start_matches("Team news.\n\n")),
+        block.starts_with("From \"News\"")
+            && block.contains(NEWS.trim_start_matches("Team news.\n\n")),
         "{block}"
     );
     let (_, _, pct, v, _) = source_line(lines[news_at]).unwrap_or_default();
@@ -255,7 +256,8 @@ async fn tools_keep_their_text_contracts(backend: Backend) {
     );
     assert!(!p1.contains("Previous page:"), "{}", tail(&p1));
     assert!(
-        l1.last().is_some_and(|l| l.starts_with("To find a passage without reading every page: search_documents(query=")
+        l1.last().is_some_and(|l| l
+            .starts_with("To find a passage without reading every page: search_documents(query=")
             && l.ends_with(&format!("corpus_ids=[{corpus}])"))),
         "{}",
         tail(&p1)
@@ -272,7 +274,9 @@ async fn tools_keep_their_text_contracts(backend: Backend) {
         &l2[..4.min(l2.len())]
     );
     assert!(
-        l2.contains(&format!("Previous page: get_document_text(document_id={long}, page=1)").as_str()),
+        l2.contains(
+            &format!("Previous page: get_document_text(document_id={long}, page=1)").as_str()
+        ),
         "{}",
         tail(&p2)
     );
@@ -329,21 +333,40 @@ async fn tools_keep_their_text_contracts(backend: Backend) {
     // knowledge_summary: the [KNOWLEDGE] line.
     let k = c.text(8);
     assert_eq!(k.lines().count(), 1, "{k}");
-    assert!(k.starts_with("[KNOWLEDGE] Knowledge: 2 documents across "), "{k}");
+    assert!(
+        k.starts_with("[KNOWLEDGE] Knowledge: 2 documents across "),
+        "{k}"
+    );
     assert!(k.contains(&format!("handbook (corpus_id={corpus})")), "{k}");
-    assert!(k.trim_end().ends_with("Use `search_documents` to find content."), "{k}");
+    assert!(
+        k.trim_end()
+            .ends_with("Use `search_documents` to find content."),
+        "{k}"
+    );
 
     // create_corpus and move_documents.
     let created = c.text(9);
-    assert!(created.starts_with("Created corpus \"fresh\" (corpus_id="), "{created}");
+    assert!(
+        created.starts_with("Created corpus \"fresh\" (corpus_id="),
+        "{created}"
+    );
     let listed = c.text(10);
     assert!(
         listed.starts_with("Give document_ids (or move_all=true"),
         "{listed}"
     );
-    assert!(listed.contains(&format!("Corpus \"handbook\" (corpus_id={corpus}):")), "{listed}");
-    assert!(listed.contains(&format!("- document_id={news}: News")), "{listed}");
-    assert!(listed.contains(&format!("- document_id={long}: Manual")), "{listed}");
+    assert!(
+        listed.contains(&format!("Corpus \"handbook\" (corpus_id={corpus}):")),
+        "{listed}"
+    );
+    assert!(
+        listed.contains(&format!("- document_id={news}: News")),
+        "{listed}"
+    );
+    assert!(
+        listed.contains(&format!("- document_id={long}: Manual")),
+        "{listed}"
+    );
     assert_eq!(
         c.text(11),
         format!("Moved 1 document into corpus_id={archive}.\n")
@@ -390,12 +413,7 @@ async fn tools_keep_their_text_contracts(backend: Backend) {
 }
 
 fn tail(s: &str) -> &str {
-    let start = s
-        .char_indices()
-        .rev()
-        .nth(600)
-        .map(|(i, _)| i)
-        .unwrap_or(0);
+    let start = s.char_indices().rev().nth(600).map(|(i, _)| i).unwrap_or(0);
     &s[start..]
 }
 
@@ -412,13 +430,18 @@ async fn private_text_and_revocation(backend: Backend) {
             json!({ "u": bob_id.to_string() }),
         )
         .await;
-    let bob = d["createToken"]["token"].as_str().unwrap_or_default().to_owned();
+    let bob = d["createToken"]["token"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     let bob_token_id = d["createToken"]["apiToken"]["id"]
         .as_str()
         .unwrap_or_default()
         .to_owned();
     let corpus = s.create_corpus(&s.owner_token, "kg").await;
-    let memo = s.ingest_text(&alice, &corpus, "Memo", MEMO, "PRIVATE").await;
+    let memo = s
+        .ingest_text(&alice, &corpus, "Memo", MEMO, "PRIVATE")
+        .await;
     let news = s
         .ingest_text(&s.owner_token, &corpus, "News", NEWS, "TEAM")
         .await;
@@ -480,13 +503,21 @@ async fn private_text_and_revocation(backend: Backend) {
     )
     .await;
     let everything = b.out.to_string().to_lowercase();
-    assert!(!everything.contains(CANARY), "bob saw the private memo: {everything}");
+    assert!(
+        !everything.contains(CANARY),
+        "bob saw the private memo: {everything}"
+    );
     // What Bob can read, he reads.
-    assert!(b.text(1).contains("Acme Robotics is based in Berlin."), "{}", b.text(1));
+    assert!(
+        b.text(1).contains("Acme Robotics is based in Berlin."),
+        "{}",
+        b.text(1)
+    );
     assert_eq!(b.call(2)["is_error"], true);
     assert!(
-        b.text(2)
-            .starts_with(&format!("No document with document_id={memo} is visible to you.")),
+        b.text(2).starts_with(&format!(
+            "No document with document_id={memo} is visible to you."
+        )),
         "{}",
         b.text(2)
     );
@@ -498,11 +529,18 @@ async fn private_text_and_revocation(backend: Backend) {
         b.text(3)
     );
     assert_eq!(b.call(4)["is_error"], true, "{}", b.call(4));
-    assert!(!b.text(6).contains(&format!("document_id={memo}")), "{}", b.text(6));
+    assert!(
+        !b.text(6).contains(&format!("document_id={memo}")),
+        "{}",
+        b.text(6)
+    );
     // After the revocation: refused, and no text.
     for i in [7, 8] {
         let c = b.call(i);
-        assert!(c.get("text").is_none(), "call {i} after revocation answered: {c}");
+        assert!(
+            c.get("text").is_none(),
+            "call {i} after revocation answered: {c}"
+        );
         let err = c["error"].as_str().unwrap_or_default();
         assert!(!err.is_empty(), "call {i} did not fail: {c}");
     }

@@ -33,7 +33,10 @@ fn unauthorized(message: &str) -> Response {
     (
         StatusCode::UNAUTHORIZED,
         [
-            (header::CONTENT_TYPE, HeaderValue::from_static("application/json")),
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            ),
             (header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer")),
         ],
         body.to_string(),

@@ -165,7 +165,10 @@ fn failed(e: ServiceError, hint: Recoverable) -> Result<CallToolResult, ErrorDat
             return Err(ErrorData::internal_error(format!("UNAVAILABLE: {m}"), None))
         }
         ServiceError::Upstream { code, message } => {
-            return Err(ErrorData::internal_error(format!("{code}: {message}"), None))
+            return Err(ErrorData::internal_error(
+                format!("{code}: {message}"),
+                None,
+            ))
         }
         ServiceError::TooLarge(_) | ServiceError::Internal(_) => {
             tracing::error!(error = %e, "MCP tool failed");
@@ -232,11 +235,7 @@ impl Tools {
     ) -> Result<CallToolResult, ErrorData> {
         let p = principal(&parts)?;
         let page = args.page.unwrap_or(1);
-        match self
-            .cairn
-            .document_text(p, args.document_id, page)
-            .await
-        {
+        match self.cairn.document_text(p, args.document_id, page).await {
             Ok(d) => ok(text::document_page(&d)),
             Err(e) => failed(e, Recoverable::Document(args.document_id)),
         }
@@ -252,7 +251,11 @@ impl Tools {
     ) -> Result<CallToolResult, ErrorData> {
         let p = principal(&parts)?;
         let hops = args.hops.unwrap_or(DEFAULT_HOPS);
-        let name = args.name.as_deref().map(str::trim).filter(|n| !n.is_empty());
+        let name = args
+            .name
+            .as_deref()
+            .map(str::trim)
+            .filter(|n| !n.is_empty());
         match self.cairn.kg_query(p, args.id, name, hops).await {
             Ok(facts) => ok(text::facts(&facts, name, args.id)),
             Err(e) => failed(e, Recoverable::Entity),

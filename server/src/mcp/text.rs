@@ -217,9 +217,9 @@ pub fn not_found(what: &str, hint: &Recoverable) -> String {
 pub fn invalid(msg: &str, hint: &Recoverable) -> String {
     let msg = tool_words(msg);
     let next = match hint {
-        Recoverable::Document(id) => format!(
-            " Call get_document_text(document_id={id}, page=1) to start at the first page."
-        ),
+        Recoverable::Document(id) => {
+            format!(" Call get_document_text(document_id={id}, page=1) to start at the first page.")
+        }
         Recoverable::Entity => " Give a name or an id, and hops between 0 and 2.".to_owned(),
         _ => " Correct the arguments and call the tool again.".to_owned(),
     };
