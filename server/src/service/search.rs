@@ -204,10 +204,10 @@ impl Cairn {
             .map(|r| format!("{} (corpus_id={})", r.name, r.corpus_id))
             .collect();
         Ok(Some(format!(
-            "Knowledge: {docs} document{} across {} corpor{}: {}. Use `search` to find content.",
+            "Knowledge: {docs} document{} across {} {}: {}. Use `search` to find content.",
             if docs == 1 { "" } else { "s" },
             rows.len(),
-            if rows.len() == 1 { "us" } else { "a" },
+            if rows.len() == 1 { "corpus" } else { "corpora" },
             list.join(", ")
         )))
     }
