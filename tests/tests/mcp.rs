@@ -7,11 +7,16 @@
 use std::process::Stdio;
 use std::time::Duration;
 
+use cairn_llm::stub::{StubReply, StubServer};
 use cairn_tests::{both_backends, repo_root, require_model, Backend, TestServer};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-both_backends!(tools_keep_their_text_contracts, private_text_and_revocation);
+both_backends!(
+    tools_keep_their_text_contracts,
+    private_text_and_revocation,
+    synthesis_is_anonymized_and_sources_are_whole,
+);
 
 const NEWS: &str = "Team news.\n\nAcme Robotics is based in Berlin. The Acme Robotics team ships warehouse robots.";
 /// Alice's private memo; its canary word must never reach Bob.
@@ -551,5 +556,90 @@ async fn private_text_and_revocation(backend: Backend) {
         let err = c["error"].as_str().unwrap_or_default();
         assert!(!err.is_empty(), "call {i} did not fail: {c}");
     }
+    s.stop().await;
+}
+
+const ROTA: &str = "# Station rota\n\nThe glacier station rota for March lists the night shift supervisor as the person who holds the keys to the snowcat shed.\n\n## Contacts\n\nFor the shed keys, write to jonas.whitfield@example.org or call +44 20 7946 0958 during the day.";
+
+/// With a `chat` model: the synthesis follows the relevance line, written from an anonymized
+/// question (the model never sees the name or the address) and de-anonymized; the excerpts
+/// after it are the stored text, whole and not anonymized.
+async fn synthesis_is_anonymized_and_sources_are_whole(backend: Backend) {
+    require_model();
+    let stub = StubServer::start(vec![StubReply::from_fn(|req: &Value| {
+        let text = req.to_string();
+        let found: Vec<&str> = ["[NAME_1]", "[EMAIL_1]"]
+            .into_iter()
+            .filter(|t| text.contains(t))
+            .collect();
+        format!(
+            "{} holds the snowcat shed keys on the March night shift [1]; write to {} [2].",
+            found.first().copied().unwrap_or_default(),
+            found.get(1).copied().unwrap_or_default()
+        )
+    })])
+    .await;
+    let base = stub.base_url();
+    let s = TestServer::start_tuned(backend, |c| {
+        c.llm_url = Some(base);
+        c.llm_model = "stub-model".into();
+        c.pii_names = vec!["Jonas Whitfield".into()];
+    })
+    .await;
+    let corpus = s.create_corpus(&s.owner_token, "station").await;
+    let doc = s
+        .ingest_text(&s.owner_token, &corpus, "Rota", ROTA, "TEAM")
+        .await;
+    let question =
+        "Does Jonas Whitfield (jonas.whitfield@example.org) hold the snowcat shed keys in March?";
+    let c = mcp_client(
+        &s,
+        &s.owner_token,
+        json!([{ "tool": "search_documents", "args": { "query": question } }]),
+        no_pause,
+    )
+    .await;
+    let text = c.text(0);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("**Search relevance: "), "{text}");
+    let synthesis = lines
+        .iter()
+        .position(|l| *l == "## Synthesis")
+        .unwrap_or_else(|| panic!("no synthesis: {text}"));
+    let sources = lines
+        .iter()
+        .position(|l| *l == "## Sources")
+        .unwrap_or_else(|| panic!("no sources: {text}"));
+    assert!(synthesis < sources, "{text}");
+    let answer = lines[synthesis + 1..sources].join("\n");
+    assert!(
+        answer.contains("Jonas Whitfield holds the snowcat shed keys")
+            && answer.contains("jonas.whitfield@example.org"),
+        "{answer}"
+    );
+    let sent = stub
+        .requests()
+        .iter()
+        .map(Value::to_string)
+        .collect::<String>();
+    assert!(!sent.is_empty());
+    for original in ["Jonas Whitfield", "jonas.whitfield@example.org"] {
+        assert!(
+            !sent.contains(original),
+            "{original:?} reached the LLM: {sent}"
+        );
+    }
+    // The excerpts: the stored text itself, contact details included.
+    let rest = lines[sources + 1..].join("\n");
+    assert!(
+        rest.contains(&format!("(document_id={doc}), relevance: ")),
+        "{rest}"
+    );
+    assert!(
+        rest.contains(
+            "write to jonas.whitfield@example.org or call +44 20 7946 0958 during the day."
+        ),
+        "{rest}"
+    );
     s.stop().await;
 }
