@@ -6,7 +6,8 @@ scripts/peer-python.sh) over Streamable HTTP, with a bearer token.
 Steps, in order, in one MCP session:
     {"list_tools": true}                      -> the tools' names and input schemas
     {"tool": NAME, "args": {...}}             -> the call's text, isError, or the error raised
-    {"pause": LABEL}                          -> prints "PAUSE LABEL", waits for a line on stdin
+    {"pause": LABEL}                          -> prints "PAUSE LABEL SESSION_ID", waits for a
+                                                 line on stdin
 
 Prints "RESULT <json>" once at the end: {"protocol", "tools", "calls": [...]}. A call that
 raises (an MCP error, an HTTP refusal) is recorded as {"error": ...}, and the next step runs.
@@ -28,7 +29,15 @@ def text_of(result):
 async def run(url, token, steps, out):
     headers = {"Authorization": f"Bearer {token}"}
     timeout = httpx2.Timeout(30.0, read=120.0)
-    async with httpx2.AsyncClient(headers=headers, timeout=timeout) as http:
+    seen = {}
+
+    async def remember_session(response):
+        sid = response.headers.get("mcp-session-id")
+        if sid:
+            seen["session"] = sid
+
+    hooks = {"response": [remember_session]}
+    async with httpx2.AsyncClient(headers=headers, timeout=timeout, event_hooks=hooks) as http:
         async with streamable_http_client(url, http_client=http) as (read, write):
             async with ClientSession(read, write, read_timeout_seconds=90) as session:
                 init = await session.initialize()
@@ -41,7 +50,7 @@ async def run(url, token, steps, out):
                             {"name": t.name, "schema": t.input_schema} for t in listed.tools
                         ]
                     elif "pause" in step:
-                        print("PAUSE " + step["pause"], flush=True)
+                        print(f"PAUSE {step['pause']} {seen.get('session', '-')}", flush=True)
                         await anyio.to_thread.run_sync(sys.stdin.readline)
                     else:
                         call = {"tool": step["tool"], "args": step.get("args", {})}

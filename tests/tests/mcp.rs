@@ -126,6 +126,22 @@ where
     Client { out }
 }
 
+/// A JSON-RPC ping on MCP session `session`, with the owner's (valid) token: the status.
+async fn mcp_ping(s: &TestServer, session: &str) -> u16 {
+    reqwest::Client::new()
+        .post(format!("{}/mcp", s.url))
+        .bearer_auth(&s.owner_token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&json!({ "jsonrpc": "2.0", "id": 99, "method": "ping" }))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .status()
+        .as_u16()
+}
+
 async fn no_pause(label: String) {
     panic!("unexpected pause {label}");
 }
@@ -478,7 +494,12 @@ async fn private_text_and_revocation(backend: Backend) {
     let revoke = |label: String| {
         let id = bob_token_id.clone();
         async move {
+            let (label, session) = label.split_once(' ').unwrap_or((&label, "-"));
             assert_eq!(label, "revoke");
+            assert!(session != "-", "the client saw no MCP session id");
+            let session = session.to_owned();
+            // Before: the session answers.
+            assert_eq!(mcp_ping(server, &session).await, 200);
             let d = server
                 .gql_ok(
                     &server.owner_token,
@@ -487,6 +508,20 @@ async fn private_text_and_revocation(backend: Backend) {
                 )
                 .await;
             assert_eq!(d["revokeToken"], true, "{d}");
+            // The revocation ends the session at once (the bus), not only at its next call:
+            // the session is gone even for a valid token.
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+            loop {
+                let status = mcp_ping(server, &session).await;
+                if status == 404 {
+                    break;
+                }
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "the session outlived its token's revocation ({status})"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
         }
     };
     let b = mcp_client(

@@ -51,10 +51,7 @@ pub fn router(state: HttpState, console_dir: PathBuf, max_body: u64) -> Router {
     // GraphiQL's own files, whether or not the console is built.
     let graphiql_files = ServeDir::new(console_dir.join("graphiql")).precompressed_gzip();
     let endpoint = crate::mcp::endpoint(state.cairn.clone());
-    let mcp_state = mcp::McpState {
-        cairn: state.cairn.clone(),
-        endpoint: endpoint.clone(),
-    };
+    let mcp_state = mcp::McpState::new(state.cairn.clone(), endpoint.clone());
     let mcp_routes = Router::new()
         .route_service("/mcp", endpoint.service())
         .route_layer(middleware::from_fn_with_state(mcp_state, mcp::authenticate));

@@ -22,7 +22,9 @@ use rmcp::model::{
 };
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::SessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::transport::streamable_http_server::{
+    SessionId, StreamableHttpServerConfig, StreamableHttpService,
+};
 use rmcp::{schemars, tool, tool_handler, tool_router, ServerHandler};
 use serde::Deserialize;
 
@@ -71,9 +73,23 @@ impl McpEndpoint {
     /// Ends the MCP session `id` (its token was revoked or no longer authenticates): its
     /// open streams close and later requests naming it get 404.
     pub async fn end_session(&self, id: &str) {
-        let id: rmcp::transport::streamable_http_server::SessionId = Arc::from(id);
+        let id: SessionId = Arc::from(id);
         if let Err(e) = self.sessions.close_session(&id).await {
             tracing::debug!(error = %e, "closing an MCP session");
+        }
+    }
+
+    /// Whether the MCP session `id` is open.
+    pub async fn has_session(&self, id: &str) -> bool {
+        let id: SessionId = Arc::from(id);
+        self.sessions.has_session(&id).await.unwrap_or(false)
+    }
+
+    /// Resolves once the MCP session `id` is gone (closed by its client, expired, or ended),
+    /// looking every `every`.
+    pub async fn session_gone(&self, id: &str, every: std::time::Duration) {
+        while self.has_session(id).await {
+            tokio::time::sleep(every).await;
         }
     }
 }
