@@ -126,6 +126,18 @@ where
     Client { out }
 }
 
+/// Saves what the client saw to `$CAIRN_REPORT_DIR/mcp/NAME.json` (test.sh keeps reports as
+/// artifacts; the README's examples come from there).
+fn keep_report(name: &str, out: &Value) {
+    let Some(dir) = std::env::var_os("CAIRN_REPORT_DIR") else {
+        return;
+    };
+    let dir = std::path::PathBuf::from(dir).join("mcp");
+    let _ = std::fs::create_dir_all(&dir);
+    let text = serde_json::to_string_pretty(out).unwrap_or_default();
+    let _ = std::fs::write(dir.join(format!("{name}.json")), text);
+}
+
 /// A JSON-RPC ping on MCP session `session`, with the owner's (valid) token: the status.
 async fn mcp_ping(s: &TestServer, session: &str) -> u16 {
     reqwest::Client::new()
@@ -196,6 +208,7 @@ async fn tools_keep_their_text_contracts(backend: Backend) {
         { "tool": "search_documents", "args": { "query": "hoist cable brake test of berth", "top_k": 3 } },
     ]);
     let c = mcp_client(&s, &owner, steps, no_pause).await;
+    keep_report(&format!("tools-{backend:?}"), &c.out);
 
     // The tools, with typed input schemas.
     let names = c.tool_names();
@@ -276,6 +289,13 @@ async fn tools_keep_their_text_contracts(backend: Backend) {
         tail(&p1)
     );
     assert!(!p1.contains("Previous page:"), "{}", tail(&p1));
+    // The page ends at a paragraph's end, not mid-word.
+    let footer = l1.iter().rposition(|l| *l == "---").unwrap_or_default();
+    let last_text = l1[..footer].iter().rev().find(|l| !l.is_empty());
+    assert!(
+        last_text.is_some_and(|l| l.ends_with("every entry is signed.")),
+        "{last_text:?}"
+    );
     assert!(
         l1.last().is_some_and(|l| l
             .starts_with("To find a passage without reading every page: search_documents(query=")

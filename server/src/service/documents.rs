@@ -579,20 +579,42 @@ fn paginate(pieces: &[(Option<String>, String)], size: usize) -> Vec<String> {
                 cur_chars += 2;
             }
             let room = size.saturating_sub(cur_chars).max(1);
-            let take: usize = rest
-                .char_indices()
-                .nth(room)
-                .map(|(i, _)| i)
-                .unwrap_or(rest.len());
+            let take: usize = match rest.char_indices().nth(room) {
+                Some((limit, _)) => split_point(&rest[..limit], room),
+                None => rest.len(),
+            };
             cur.push_str(&rest[..take]);
             cur_chars += rest[..take].chars().count();
             rest = &rest[take..];
+            if !rest.is_empty() {
+                // The piece runs on: this page is done (it may end before the limit, at a
+                // boundary).
+                pages.push(std::mem::take(&mut cur));
+                cur_chars = 0;
+            }
         }
     }
     if !cur.is_empty() || pages.is_empty() {
         pages.push(cur);
     }
     pages
+}
+
+/// Where to cut `head` (the `room` characters that fit on the page) when a piece runs past the
+/// page: after its last paragraph break, else its last line break, else its last space, when
+/// that keeps at least half of the room; else at the limit. A page never ends mid-word when
+/// a word boundary is near.
+fn split_point(head: &str, room: usize) -> usize {
+    let half = room / 2;
+    for sep in ["\n\n", "\n", " "] {
+        if let Some(i) = head.rfind(sep) {
+            let end = i + sep.len();
+            if head[..end].chars().count() >= half {
+                return end;
+            }
+        }
+    }
+    head.len()
 }
 
 /// The uploaded file's name of a job the caller may see, when it has one: read from the typed
@@ -623,5 +645,28 @@ mod tests {
         );
         assert!(!pages[0].starts_with("##"));
         assert_eq!(paginate(&[], 10), vec![String::new()]);
+    }
+
+    #[test]
+    fn pages_end_at_a_paragraph_or_word_boundary() {
+        let body = (0..400)
+            .map(|i| format!("Paragraph {i} says a few words about the harbour."))
+            .collect::<Vec<_>>()
+            .join("\n\n");
+        let pages = paginate(&[(Some("Part".to_owned()), body.clone())], 1_000);
+        assert!(pages.len() > 1);
+        for p in &pages[..pages.len() - 1] {
+            assert!(p.ends_with("harbour.\n\n"), "{:?}", &p[p.len() - 40..]);
+            assert!(p.chars().count() <= 1_000);
+        }
+        // Nothing lost: the pages, less their continuation headers, are the text.
+        let joined: String = pages
+            .iter()
+            .map(|p| p.trim_start_matches("## Part (continued)\n\n"))
+            .collect();
+        assert_eq!(joined, body);
+        // One long word: cut at the limit.
+        let pages = paginate(&[(None, "x".repeat(25))], 10);
+        assert_eq!(pages, vec!["x".repeat(10), "x".repeat(10), "x".repeat(5)]);
     }
 }
