@@ -92,11 +92,9 @@ pub fn document_page(d: &DocumentPage) -> String {
         let _ = write!(out, ", page {} of {}", d.page, d.page_count);
     }
     out.push_str("\n\n");
-    out.push_str(&d.text);
     if d.page_count > 1 {
-        if !out.ends_with('\n') {
-            out.push('\n');
-        }
+        out.push_str(d.text.trim_end());
+        out.push('\n');
         let _ = writeln!(out, "\n---\nPage {} of {}.", d.page, d.page_count);
         if d.page < d.page_count {
             let _ = writeln!(
@@ -117,6 +115,8 @@ pub fn document_page(d: &DocumentPage) -> String {
             "To find a passage without reading every page: search_documents(query=\"...\", corpus_ids=[{}])",
             d.document.corpus_id
         );
+    } else {
+        out.push_str(&d.text);
     }
     out
 }
