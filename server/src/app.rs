@@ -276,11 +276,15 @@ pub async fn start_with(cfg: &Config, embedder: Option<Embedder>) -> Result<Runn
             max_complexity: cfg.graphql_max_complexity,
         },
     );
+    // Fired when the server stops: long-lived responses (the MCP server's event streams) end,
+    // so the graceful shutdown does not wait on a client that never hangs up.
+    let stopping = tokio_util::sync::CancellationToken::new();
     let state = HttpState {
         cairn: cairn.clone(),
         schema,
         metrics: Metrics::new()?,
         graphiql_installed: cfg.console_dir.join("graphiql/graphiql.min.js").is_file(),
+        stopping: stopping.clone(),
     };
     let router = http::router(state, cfg.console_dir.clone(), cfg.max_upload_bytes);
     let listener = TcpListener::bind(cfg.bind)
@@ -291,8 +295,9 @@ pub async fn start_with(cfg: &Config, embedder: Option<Embedder>) -> Result<Runn
         })?;
     let addr = listener.local_addr()?;
     let (tx, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(serve(listener, router, async {
+    let task = tokio::spawn(serve(listener, router, async move {
         let _ = rx.await;
+        stopping.cancel();
     }));
     tracing::info!(%addr, backend = ?cairn.store.backend(), "cairn listening");
     Ok(Running {

@@ -450,7 +450,60 @@ async fn tools_keep_their_text_contracts(backend: Backend) {
             "{body}"
         );
     }
-    s.stop().await;
+
+    // A client that keeps its event stream open does not hold up the server's stop.
+    let stream = open_event_stream(&s, &owner).await;
+    tokio::time::timeout(Duration::from_secs(20), s.stop())
+        .await
+        .unwrap_or_else(|_| panic!("the server did not stop with an MCP stream open"));
+    drop(stream);
+}
+
+/// An MCP session opened by hand (initialize, initialized) and its GET event stream, open.
+async fn open_event_stream(s: &TestServer, token: &str) -> reqwest::Response {
+    let http = reqwest::Client::new();
+    let post = |body: Value, session: Option<&str>| {
+        let mut req = http
+            .post(format!("{}/mcp", s.url))
+            .bearer_auth(token)
+            .header("accept", "application/json, text/event-stream")
+            .json(&body);
+        if let Some(id) = session {
+            req = req
+                .header("mcp-session-id", id)
+                .header("mcp-protocol-version", "2025-11-25");
+        }
+        req.send()
+    };
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let resp = post(init, None).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(resp.status().as_u16(), 200);
+    let session = resp
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_else(|| panic!("no mcp-session-id"))
+        .to_owned();
+    let _ = tokio::time::timeout(Duration::from_secs(10), resp.text()).await;
+    let done = post(
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        Some(&session),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(done.status().is_success(), "{}", done.status());
+    let stream = http
+        .get(format!("{}/mcp", s.url))
+        .bearer_auth(token)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(stream.status().as_u16(), 200, "the GET stream did not open");
+    stream
 }
 
 fn tail(s: &str) -> &str {

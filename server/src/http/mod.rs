@@ -31,6 +31,8 @@ pub struct HttpState {
     pub metrics: Metrics,
     /// Whether `<console>/graphiql/` holds GraphiQL's files (see [`graphiql`]).
     pub graphiql_installed: bool,
+    /// Cancelled when the server stops (ends the MCP server's open streams).
+    pub stopping: tokio_util::sync::CancellationToken,
 }
 
 pub fn router(state: HttpState, console_dir: PathBuf, max_body: u64) -> Router {
@@ -50,7 +52,7 @@ pub fn router(state: HttpState, console_dir: PathBuf, max_body: u64) -> Router {
     let metrics_state = state.metrics.clone();
     // GraphiQL's own files, whether or not the console is built.
     let graphiql_files = ServeDir::new(console_dir.join("graphiql")).precompressed_gzip();
-    let endpoint = crate::mcp::endpoint(state.cairn.clone());
+    let endpoint = crate::mcp::endpoint(state.cairn.clone(), state.stopping.clone());
     let mcp_state = mcp::McpState::new(state.cairn.clone(), endpoint.clone());
     let mcp_routes = Router::new()
         .route_service("/mcp", endpoint.service())

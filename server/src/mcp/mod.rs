@@ -49,13 +49,17 @@ pub struct McpEndpoint {
     sessions: Arc<LocalSessionManager>,
 }
 
-/// The endpoint over this core: one [`Tools`] per MCP session, sessions kept in memory.
-pub fn endpoint(cairn: Cairn) -> McpEndpoint {
+/// The endpoint over this core: one [`Tools`] per MCP session, sessions kept in memory (idle
+/// ones expire after rmcp's five minutes). `stopping` ends every session and stream when the
+/// server stops.
+pub fn endpoint(cairn: Cairn, stopping: tokio_util::sync::CancellationToken) -> McpEndpoint {
     let sessions = Arc::new(LocalSessionManager::default());
     // Host validation guards unauthenticated local servers against DNS rebinding; every
     // request here carries a bearer token a rebinding page cannot know, and Cairn is served
     // under whatever host name the operator chose, so the list is not used.
-    let config = StreamableHttpServerConfig::default().disable_allowed_hosts();
+    let config = StreamableHttpServerConfig::default()
+        .disable_allowed_hosts()
+        .with_cancellation_token(stopping);
     let service = StreamableHttpService::new(
         move || Ok(Tools::new(cairn.clone())),
         sessions.clone(),
