@@ -562,6 +562,28 @@ async fn private_text_and_revocation(backend: Backend) {
         );
     }
 
+    // A viewer reads but may not create: a tool result that says so, not an MCP error.
+    let (_, viewer) = s.user_with_token("vic", "VIEWER").await;
+    let v = mcp_client(
+        &s,
+        &viewer,
+        json!([
+            { "tool": "create_corpus", "args": { "name": "mine" } },
+            { "tool": "kg_query", "args": { "name": "Acme Robotics", "hops": 3 } },
+        ]),
+        no_pause,
+    )
+    .await;
+    assert_eq!(v.call(0)["is_error"], true, "{}", v.call(0));
+    assert!(v.text(0).starts_with("Not allowed: "), "{}", v.text(0));
+    assert_eq!(v.call(1)["is_error"], true, "{}", v.call(1));
+    assert!(
+        v.text(1)
+            .starts_with("Invalid input: hops must be between 0 and 2."),
+        "{}",
+        v.text(1)
+    );
+
     // Bob: every tool, then his token is revoked, then the same session calls again.
     let server = &s;
     let revoke = |label: String| {
