@@ -172,9 +172,8 @@ fn failed(e: ServiceError, hint: Recoverable) -> Result<CallToolResult, ErrorDat
         ServiceError::Invalid(i) => text::invalid(&i.to_string(), &hint),
         ServiceError::Conflict(m) => text::conflict(m),
         ServiceError::RateLimited(m) | ServiceError::QuotaExceeded(m) => text::later(m),
-        ServiceError::Auth(AuthError::Forbidden(_) | AuthError::SystemCorpus) => {
-            text::forbidden(&e.to_string())
-        }
+        ServiceError::Auth(AuthError::Forbidden(_)) => text::forbidden(&e.to_string()),
+        ServiceError::Auth(AuthError::SystemCorpus) => text::system_corpus(&e.to_string()),
         ServiceError::Auth(_) => {
             return Err(ErrorData::invalid_request(
                 "UNAUTHENTICATED: invalid or revoked token",

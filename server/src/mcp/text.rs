@@ -234,6 +234,12 @@ pub fn later(msg: &str) -> String {
     format!("Not done now: {msg}.\n")
 }
 
+pub fn system_corpus(msg: &str) -> String {
+    format!(
+        "Not allowed: {msg}. Choose one of your team's corpora (knowledge_summary lists them).\n"
+    )
+}
+
 pub fn forbidden(msg: &str) -> String {
     format!("Not allowed: {msg}. Your role does not permit this; ask a team admin.\n")
 }
