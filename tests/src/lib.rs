@@ -582,6 +582,27 @@ impl TestServer {
 }
 
 /// The `extensions.code` of the first error, if any.
+/// A new user of team `team_id` and the principal it acts as (no token: for tests that call
+/// the store directly).
+pub async fn new_principal(
+    store: &cairn::Store,
+    team_id: i64,
+    name: &str,
+    role: Role,
+) -> auth::Principal {
+    let user = store
+        .create_user(team_id, name, role)
+        .await
+        .unwrap_or_else(|e| panic!("create user {name}: {e}"));
+    auth::Principal {
+        user_id: user.id,
+        team_id,
+        name: user.name,
+        role,
+        token_id: 0,
+    }
+}
+
 pub fn error_code(body: &Value) -> Option<&str> {
     body["errors"][0]["extensions"]["code"].as_str()
 }
