@@ -548,10 +548,25 @@ impl TestServer {
 
     /// [`second_instance`](Self::second_instance) with configuration changes (e.g. workers).
     pub async fn second_instance_tuned(&self, tune: impl FnOnce(&mut Config)) -> TestServer {
+        self.second_instance_with(tune, shared_embedder().await)
+            .await
+    }
+
+    /// A second instance on the same database without an embedding model (as when the
+    /// model is missing or failed to load): vector search is unavailable there.
+    pub async fn second_instance_without_model(&self) -> TestServer {
+        self.second_instance_with(|_| {}, None).await
+    }
+
+    async fn second_instance_with(
+        &self,
+        tune: impl FnOnce(&mut Config),
+        embedder: Option<Embedder>,
+    ) -> TestServer {
         let mut config = self.config.clone();
         tune(&mut config);
         config.bind = "127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}"));
-        let running = app::start_with(&config, shared_embedder().await)
+        let running = app::start_with(&config, embedder)
             .await
             .unwrap_or_else(|e| panic!("second instance failed to start: {e}"));
         assert!(
@@ -581,7 +596,6 @@ impl TestServer {
     }
 }
 
-/// The `extensions.code` of the first error, if any.
 /// A new user of team `team_id` and the principal it acts as (no token: for tests that call
 /// the store directly).
 pub async fn new_principal(
@@ -603,6 +617,7 @@ pub async fn new_principal(
     }
 }
 
+/// The `extensions.code` of the first error, if any.
 pub fn error_code(body: &Value) -> Option<&str> {
     body["errors"][0]["extensions"]["code"].as_str()
 }
