@@ -201,6 +201,7 @@ async fn build_core(cfg: &Config, embedder: Option<Embedder>) -> Result<Cairn, S
     .with_search_limit(cfg.search_limit())
     .with_bm25(cfg.bm25())
     .with_fusion(cfg.fusion())
+    .with_prefetch_data_catalog(cfg.prefetch_data_catalog)
     .with_models(Models {
         embedder,
         chat: llm_client(cfg, cfg.llm_chat())?,

@@ -232,6 +232,16 @@ pub struct Config {
     #[arg(long, env = "CAIRN_SEARCH_BURST", default_value_t = 40, global = true)]
     pub search_burst: u32,
 
+    /// Whether `suggestedContext` also pre-fetches the top 25 entries of the `data_catalog`
+    /// system corpus (seed 004 keeps it off: the model calls the catalog search itself).
+    #[arg(
+        long,
+        env = "CAIRN_PREFETCH_DATA_CATALOG",
+        default_value_t = false,
+        global = true
+    )]
+    pub prefetch_data_catalog: bool,
+
     /// BM25's term-frequency saturation `k1` for the lexical channel (Lucene's default).
     #[arg(long, env = "CAIRN_BM25_K1", default_value_t = 1.2, global = true)]
     pub bm25_k1: f64,
@@ -363,6 +373,7 @@ impl Config {
             kg_daily_docs: 2000,
             search_rate: 10.0,
             search_burst: 40,
+            prefetch_data_catalog: false,
             bm25_k1: 1.2,
             bm25_b: 0.75,
             lexical_heading_weight: 2.0,

@@ -33,6 +33,9 @@ enum Command {
     /// Manage users.
     #[command(subcommand)]
     User(UserCommand),
+    /// Manage corpora (system corpora are created only here).
+    #[command(subcommand)]
+    Corpus(CorpusCommand),
     /// Manage API tokens.
     #[command(subcommand)]
     Token(TokenCommand),
@@ -88,6 +91,30 @@ enum UserCommand {
         #[arg(long, default_value = "member", value_parser = parse_role)]
         role: Role,
         /// Team name; created when missing. Default: the only team.
+        #[arg(long)]
+        team: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum CorpusCommand {
+    /// Create a corpus; prints its id.
+    Create {
+        /// The corpus name.
+        name: String,
+        /// Team name (created when missing). Default: the default team. Not with --system.
+        #[arg(long)]
+        team: Option<String>,
+        /// A system corpus: readable by every team, written only from this command line
+        /// (`cairn ingest --system`), never through a team's token.
+        #[arg(long)]
+        system: bool,
+        #[arg(long)]
+        description: Option<String>,
+    },
+    /// List the corpora a team sees (its own and the system corpora): id, kind, name.
+    List {
+        /// Team name. Default: the default team.
         #[arg(long)]
         team: Option<String>,
     },
@@ -222,6 +249,61 @@ async fn run(cli: Cli) -> Result<(), CliError> {
             audit_cli(&store, Some(team.id), "user.create", user.id).await?;
             println!("{}", user.id);
             eprintln!("created user {} ({role}) in team {}", user.name, team.name);
+            Ok(())
+        }
+        Command::Corpus(CorpusCommand::Create {
+            name,
+            team,
+            system,
+            description,
+        }) => {
+            let store = app::open_store(&cfg).await?;
+            let name = domain::clean_name(&name, "corpus name")?;
+            let description = description
+                .as_deref()
+                .map(str::trim)
+                .filter(|d| !d.is_empty());
+            let (team_id, existing) = if system {
+                if team.is_some() {
+                    return Err(CliError::Usage(
+                        "--team does not apply with --system: a system corpus has no team".into(),
+                    ));
+                }
+                (None, store.system_corpus_by_name(&name).await?)
+            } else {
+                let team = resolve_team(&store, team.as_deref()).await?;
+                let existing = store.team_corpus_by_name(team.id, &name).await?;
+                (Some(team.id), existing)
+            };
+            if let Some(c) = existing {
+                return Err(CliError::Usage(format!(
+                    "a corpus named `{name}` exists already (id {})",
+                    c.id
+                )));
+            }
+            let corpus = store.create_corpus(team_id, &name, description).await?;
+            audit_cli(&store, team_id, "corpus.create", corpus.id).await?;
+            println!("{}", corpus.id);
+            eprintln!(
+                "created {} corpus {}",
+                if system { "system" } else { "team" },
+                corpus.name
+            );
+            Ok(())
+        }
+        Command::Corpus(CorpusCommand::List { team }) => {
+            let store = app::open_store(&cfg).await?;
+            let team = resolve_team(&store, team.as_deref()).await?;
+            let mut after = None;
+            loop {
+                let page = store.visible_corpora(team.id, after, 200).await?;
+                let Some(last) = page.last() else { break };
+                after = Some(last.id);
+                for c in &page {
+                    let kind = if c.system { "system" } else { "team" };
+                    println!("{}\t{kind}\t{}", c.id, c.name);
+                }
+            }
             Ok(())
         }
         Command::Token(TokenCommand::Create { user, label }) => {

@@ -81,6 +81,101 @@ async fn users_and_tokens_from_the_command_line() {
     assert!(!ok, "revoking a missing token fails");
 }
 
+/// `cairn corpus create` makes team and system corpora; `cairn corpus list` shows what a
+/// team sees (its own and the system corpora, never another team's); a system corpus stays
+/// out of a team's `[KNOWLEDGE]` line and takes no upload through a token.
+#[tokio::test]
+async fn corpora_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let run = |args: &[&str]| cairn(dir.path(), args);
+    let (ok, _, err) = run(&[
+        "user", "create", "--name", "ann", "--role", "owner", "--team", "acme",
+    ]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = run(&[
+        "user", "create", "--name", "bo", "--role", "owner", "--team", "beta",
+    ]);
+    assert!(ok, "{err}");
+
+    let (ok, team_corpus, err) = run(&["corpus", "create", "handbook", "--team", "acme"]);
+    assert!(ok, "{err}");
+    let (ok, system_corpus, err) = run(&[
+        "corpus",
+        "create",
+        "operational_patterns",
+        "--system",
+        "--description",
+        "how we work",
+    ]);
+    assert!(ok, "{err}");
+    assert!(err.contains("system corpus"), "{err}");
+
+    // Refusals: a duplicate (team or system), --team with --system, an empty name.
+    let (ok, _, err) = run(&["corpus", "create", "handbook", "--team", "acme"]);
+    assert!(
+        !ok && err.contains("exists already") && err.contains(&team_corpus),
+        "{err}"
+    );
+    let (ok, _, err) = run(&["corpus", "create", "operational_patterns", "--system"]);
+    assert!(!ok && err.contains("exists already"), "{err}");
+    let (ok, _, err) = run(&["corpus", "create", "x", "--system", "--team", "acme"]);
+    assert!(!ok && err.contains("--team"), "{err}");
+    let (ok, _, _) = run(&["corpus", "create", "  ", "--team", "acme"]);
+    assert!(!ok, "an empty name is refused");
+
+    let lines = |team: &str| -> Vec<String> {
+        let (ok, out, err) = cairn(dir.path(), &["corpus", "list", "--team", team]);
+        assert!(ok, "{err}");
+        out.lines().map(str::to_owned).collect()
+    };
+    assert_eq!(
+        lines("acme"),
+        vec![
+            format!("{team_corpus}\tteam\thandbook"),
+            format!("{system_corpus}\tsystem\toperational_patterns"),
+        ]
+    );
+    assert_eq!(
+        lines("beta"),
+        vec![format!("{system_corpus}\tsystem\toperational_patterns")],
+        "another team sees the system corpus, not acme's"
+    );
+
+    // Through a token: the summary names the team's corpus only, and the system corpus
+    // takes no upload.
+    let store = Store::connect(None, dir.path())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let team = store
+        .team_by_name("acme")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|| panic!("no team"));
+    let owner = store
+        .first_owner(team.id)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|| panic!("owner"));
+    let p = cairn::service::principal_of(&owner, 0).unwrap_or_else(|e| panic!("{e}"));
+    let core = Cairn::offline(store, dir.path());
+    let summary = core
+        .knowledge_summary(&p)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_default();
+    assert!(summary.contains("handbook"), "{summary}");
+    assert!(!summary.contains("operational_patterns"), "{summary}");
+    let system_id: i64 = system_corpus.parse().unwrap_or_else(|e| panic!("{e}"));
+    let refused = core
+        .ingest_text(&p, system_id, "note", "a note".into(), None, None)
+        .await;
+    assert!(
+        matches!(refused, Err(cairn::service::ServiceError::Auth(_))),
+        "an owner's token cannot write a system corpus: {:?}",
+        refused.map(|j| j.id)
+    );
+}
+
 #[tokio::test]
 async fn bulk_ingest_from_the_command_line() {
     let model = std::env::var("CAIRN_EMBED_MODEL").unwrap_or_else(|_| {
@@ -141,7 +236,7 @@ async fn bulk_ingest_from_the_command_line() {
         token_id: 0,
     };
     let docs = store
-        .corpus_documents(&p, corpus.id, None, 10)
+        .corpora_documents(&p, &[corpus.id], None, 10)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let mut names: Vec<(String, i32)> = docs

@@ -548,10 +548,25 @@ impl TestServer {
 
     /// [`second_instance`](Self::second_instance) with configuration changes (e.g. workers).
     pub async fn second_instance_tuned(&self, tune: impl FnOnce(&mut Config)) -> TestServer {
+        self.second_instance_with(tune, shared_embedder().await)
+            .await
+    }
+
+    /// A second instance on the same database without an embedding model (as when the
+    /// model is missing or failed to load): vector search is unavailable there.
+    pub async fn second_instance_without_model(&self) -> TestServer {
+        self.second_instance_with(|_| {}, None).await
+    }
+
+    async fn second_instance_with(
+        &self,
+        tune: impl FnOnce(&mut Config),
+        embedder: Option<Embedder>,
+    ) -> TestServer {
         let mut config = self.config.clone();
         tune(&mut config);
         config.bind = "127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}"));
-        let running = app::start_with(&config, shared_embedder().await)
+        let running = app::start_with(&config, embedder)
             .await
             .unwrap_or_else(|e| panic!("second instance failed to start: {e}"));
         assert!(
@@ -578,6 +593,27 @@ impl TestServer {
         if let Some(db) = self.pg_database.take() {
             drop_pg_database(&db).await;
         }
+    }
+}
+
+/// A new user of team `team_id` and the principal it acts as (no token: for tests that call
+/// the store directly).
+pub async fn new_principal(
+    store: &cairn::Store,
+    team_id: i64,
+    name: &str,
+    role: Role,
+) -> auth::Principal {
+    let user = store
+        .create_user(team_id, name, role)
+        .await
+        .unwrap_or_else(|e| panic!("create user {name}: {e}"));
+    auth::Principal {
+        user_id: user.id,
+        team_id,
+        name: user.name,
+        role,
+        token_id: 0,
     }
 }
 

@@ -1,9 +1,11 @@
 //! The foundation's API behaviour, on SQLite and on PostgreSQL.
 
-use cairn::auth::{can_read_document, DocumentAccess, Principal};
+use cairn::auth::{can_read_document, DocumentAccess};
 use cairn::domain::{Role, Visibility};
 use cairn::testing::NewDocument;
-use cairn_tests::{both_backends, error_code, ws_init, ws_next, Backend, TestServer};
+use cairn_tests::{
+    both_backends, error_code, new_principal, ws_init, ws_next, Backend, TestServer,
+};
 use futures_util::SinkExt;
 use rand::{Rng, SeedableRng};
 use sea_orm::ConnectionTrait;
@@ -342,17 +344,7 @@ async fn readable_predicate_matches_the_rule(b: Backend) {
             .unwrap_or_else(|e| panic!("{e}"));
         for u in 0..3 {
             let role = [Role::Owner, Role::Member, Role::Viewer][u];
-            let user = store
-                .create_user(team.id, &format!("u{u}"), role)
-                .await
-                .unwrap_or_else(|e| panic!("{e}"));
-            principals.push(Principal {
-                user_id: user.id,
-                team_id: team.id,
-                name: user.name,
-                role,
-                token_id: 0,
-            });
+            principals.push(new_principal(store, team.id, &format!("u{u}"), role).await);
         }
         for c in 0..2 {
             let corpus = store
@@ -641,17 +633,7 @@ async fn batched_readers_match_the_single_readers(b: Backend) {
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         for (u, role) in [Role::Owner, Role::Member].into_iter().enumerate() {
-            let user = store
-                .create_user(team.id, &format!("u{u}"), role)
-                .await
-                .unwrap_or_else(|e| panic!("{e}"));
-            principals.push(Principal {
-                user_id: user.id,
-                team_id: team.id,
-                name: user.name,
-                role,
-                token_id: 0,
-            });
+            principals.push(new_principal(store, team.id, &format!("u{u}"), role).await);
         }
         for c in 0..2 {
             let corpus = store

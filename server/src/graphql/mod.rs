@@ -91,6 +91,8 @@ pub(crate) mod cost {
     pub const NEIGHBOURHOOD: usize = 150;
     pub const KG_QUERY: usize = 250;
     pub const KNOWLEDGE_SUMMARY: usize = 50;
+    /// Up to three system-corpus searches.
+    pub const SUGGESTED_CONTEXT: usize = 300;
 }
 
 pub(crate) fn principal_of<'a>(ctx: &Context<'a>) -> async_graphql::Result<&'a Principal> {

@@ -346,4 +346,18 @@ impl SearchQuery {
         let p = principal_of(ctx)?;
         cairn_of(ctx)?.knowledge_summary(p).await.map_err(api)
     }
+
+    /// The `[SUGGESTED CONTEXT]` block for a user's message (seed 004, "Pre-fetch context"):
+    /// the best chunks of the `operational_patterns` (3) and `user_behavior` (2) system
+    /// corpora, and of `data_catalog` (25, as entry ids) when the instance enables it. The
+    /// empty string when nothing applies or anything fails: never an error once signed in.
+    #[graphql(complexity = "crate::graphql::cost::SUGGESTED_CONTEXT")]
+    async fn suggested_context(
+        &self,
+        ctx: &Context<'_>,
+        message: String,
+    ) -> async_graphql::Result<String> {
+        let p = principal_of(ctx)?;
+        Ok(cairn_of(ctx)?.suggested_context(p, &message).await)
+    }
 }

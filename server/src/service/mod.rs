@@ -54,12 +54,14 @@ impl From<StoreError> for ServiceError {
 pub type ServiceResult<T> = Result<T, ServiceError>;
 
 mod answer;
+mod context;
 mod documents;
 pub mod kg;
 mod limits;
 pub mod search;
 mod session;
 pub use answer::{AnswerOutcome, Citation, LlmUsage};
+pub use context::{Prefetch, DATA_CATALOG, PREFETCH, PROVISIONAL_MARK};
 pub use documents::{job_filename, DocumentPage, UploadRequest, DOC_PAGE_CHARS};
 pub use limits::{RateLimit, RateLimiter};
 pub use session::{Session, RECHECK_AFTER};
@@ -118,6 +120,8 @@ pub struct Cairn {
     pub bm25: crate::domain::lexical::Bm25,
     /// How HYBRID fuses the channels.
     pub fusion: crate::domain::search::Fusion,
+    /// Whether `suggestedContext` also consults the `data_catalog` system corpus.
+    pub prefetch_data_catalog: bool,
 }
 
 pub const DEFAULT_TEAM: &str = "default";
@@ -143,12 +147,19 @@ impl Cairn {
             search_limiter: RateLimiter::new(RateLimit::default()),
             bm25: crate::domain::lexical::Bm25::default(),
             fusion: crate::domain::search::Fusion::default(),
+            prefetch_data_catalog: false,
         }
     }
 
     /// The same core with this fusion.
     pub fn with_fusion(mut self, fusion: crate::domain::search::Fusion) -> Cairn {
         self.fusion = fusion;
+        self
+    }
+
+    /// The same core with the `data_catalog` pre-fetch on or off.
+    pub fn with_prefetch_data_catalog(mut self, on: bool) -> Cairn {
+        self.prefetch_data_catalog = on;
         self
     }
 

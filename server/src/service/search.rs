@@ -86,9 +86,23 @@ impl Cairn {
         // One token of the caller's bucket per retrieval (searchAll and answer come here too).
         self.rate_limit_search(p)?;
         let corpora = self.search_scope(p, req.corpus_ids).await?;
-        let corpora = corpora.as_deref();
+        self.retrieve(p, query, corpora.as_deref(), req.top_k, req.mode)
+            .await
+    }
+
+    /// The retrieval behind [`Cairn::search`], once the request is checked and counted: the
+    /// channels for `mode` (lexical only, with a notice, when no model is loaded), fused, the
+    /// best `top_k` hydrated. `corpora` are visible to `p` (checked by the caller).
+    pub(crate) async fn retrieve(
+        &self,
+        p: &Principal,
+        query: &str,
+        corpora: Option<&[i64]>,
+        top_k: usize,
+        requested: SearchMode,
+    ) -> ServiceResult<SearchOutcome> {
         let mut notices = Vec::new();
-        let mut mode = req.mode;
+        let mut mode = requested;
         if mode != SearchMode::Lexical && self.models.embedder.is_none() {
             if mode == SearchMode::Vector {
                 return Err(ServiceError::Unavailable(NO_MODEL.into()));
@@ -120,11 +134,11 @@ impl Cairn {
         };
         let (v, l) = tokio::try_join!(vector, lexical)?;
         let fused = fuse(self.fusion, mode, &v, &l);
-        let hits = self.hydrate(p, fused, req.top_k).await?;
+        let hits = self.hydrate(p, fused, top_k).await?;
         let ranks: Vec<Fused> = hits.iter().map(|h| h.rank).collect();
         let (relevance, top_score, mean_score) = rules::relevance(&ranks);
         Ok(SearchOutcome {
-            mode: req.mode,
+            mode: requested,
             relevance,
             top_score,
             mean_score,

@@ -24,12 +24,8 @@ use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::RwLock;
 
-use super::vector::dot;
+use super::vector::{dot, normalize};
 use crate::auth::{self, DocumentAccess, Principal};
-
-/// The index stores normalized rows; callers that build vectors for it (or compare with it)
-/// normalize the same way.
-pub use super::vector::normalize;
 
 /// Scans with fewer rows than this stay on the calling thread.
 const PARALLEL_MIN_ROWS: usize = 16_384;

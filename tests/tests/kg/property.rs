@@ -8,7 +8,7 @@ use cairn::domain::{Role, Visibility};
 use cairn::testing::{StoreIngest, Target};
 use cairn_kg::normalize::name_norm;
 use cairn_kg::{Entity, Extraction, Mention, Relation};
-use cairn_tests::{Backend, TestServer};
+use cairn_tests::{new_principal, Backend, TestServer};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -162,17 +162,8 @@ pub(super) async fn mention_rule_property(backend: Backend) {
             .unwrap_or_else(|e| panic!("{e}"));
         corpora.insert(team.id, corpus.id);
         for u in 0..3 {
-            let user = store
-                .create_user(team.id, &format!("u{t}{u}"), Role::Member)
-                .await
-                .unwrap_or_else(|e| panic!("{e}"));
-            principals.push(Principal {
-                user_id: user.id,
-                team_id: team.id,
-                name: user.name,
-                role: Role::Member,
-                token_id: 0,
-            });
+            principals
+                .push(new_principal(&store, team.id, &format!("u{t}{u}"), Role::Member).await);
         }
     }
 
