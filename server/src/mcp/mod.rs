@@ -134,6 +134,12 @@ pub struct KgQueryArgs {
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SuggestedContextArgs {
+    /// The user's message.
+    pub message: String,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct CreateCorpusArgs {
     /// The new corpus's name (unique in the team).
     pub name: String,
@@ -293,6 +299,19 @@ impl Tools {
             Ok(line) => ok(text::knowledge(line.as_deref())),
             Err(e) => failed(e, Recoverable::Nothing),
         }
+    }
+
+    #[tool(
+        description = "The [SUGGESTED CONTEXT] block for a user's message: the instance's operational patterns and user-behaviour notes (system corpora) that match it. Never fails: with nothing to suggest it says so."
+    )]
+    async fn suggested_context(
+        &self,
+        Extension(parts): Extension<::http::request::Parts>,
+        Parameters(args): Parameters<SuggestedContextArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let p = principal(&parts)?;
+        let block = self.cairn.suggested_context(p, &args.message).await;
+        ok(text::suggested(&block))
     }
 
     #[tool(description = "Create a corpus (a collection of documents) in your team.")]

@@ -148,6 +148,15 @@ pub fn knowledge(line: Option<&str>) -> String {
     }
 }
 
+/// `suggested_context`: the service's `[SUGGESTED CONTEXT]` block, or a sentence when it is
+/// empty (nothing matched, no system corpora, or a failure, which the service logs).
+pub fn suggested(block: &str) -> String {
+    if block.trim().is_empty() {
+        return "No suggested context for this message.\n".to_owned();
+    }
+    block.to_owned()
+}
+
 pub fn corpus_created(c: &Corpus) -> String {
     format!(
         "Created corpus \"{}\" (corpus_id={}). Upload documents into it, or move documents into it with move_documents(to_corpus_id={}, document_ids=[...]).\n",
