@@ -7,8 +7,9 @@
 //! Authentication: `http` resolves every request's bearer token through
 //! [`crate::service::Cairn::authenticate`] (the function GraphQL uses) before the request
 //! reaches this module, refuses a missing or invalid one with 401, ends the request's MCP
-//! session when its token no longer authenticates ([`McpEndpoint::end_session`]), and hands
-//! the [`Principal`] to the tools in the request's extensions. A tool never runs without one.
+//! session when its token no longer authenticates ([`McpEndpoint::end_session`]; a watcher
+//! on each session's token does so at once on revocation), and hands the [`Principal`] to
+//! the tools in the request's extensions. A tool never runs without one.
 
 mod text;
 
