@@ -18,7 +18,7 @@
 //! - Re-exported here: the store handle and its error ([`Store`], [`StoreError`], used by the
 //!   operator's command line), the event bus's types, the typed job results, the committed
 //!   schema's SDL ([`sdl`]) and the extraction child's entry point.
-//! - [`testing`] (feature `testing`): the store's test-only constructors and the statements
+//! - `testing` (feature `testing`): the store's test-only constructors and the statements
 //!   the benches time, for `tests/` only.
 //!
 //! # The private layers

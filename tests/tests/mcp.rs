@@ -147,11 +147,11 @@ fn keep_report(name: &str, out: &Value) {
     let _ = std::fs::write(dir.join(format!("{name}.json")), text);
 }
 
-/// A JSON-RPC ping on MCP session `session`, with the owner's (valid) token: the status.
-async fn mcp_ping(s: &TestServer, session: &str) -> u16 {
+/// A JSON-RPC ping on MCP session `session` with `token`: the status.
+async fn mcp_ping(s: &TestServer, token: &str, session: &str) -> u16 {
     reqwest::Client::new()
         .post(format!("{}/mcp", s.url))
-        .bearer_auth(&s.owner_token)
+        .bearer_auth(token)
         .header("accept", "application/json, text/event-stream")
         .header("mcp-session-id", session)
         .header("mcp-protocol-version", "2025-11-25")
@@ -525,7 +525,8 @@ async fn private_text_and_revocation(backend: Backend) {
     require_model();
     let s = TestServer::start(backend).await;
     let (_, alice) = s.user_with_token("alice", "MEMBER").await;
-    let (bob_id, _) = s.user_with_token("bob", "MEMBER").await;
+    // Bob's first token stays valid: it probes his session after the other one is revoked.
+    let (bob_id, bob_other) = s.user_with_token("bob", "MEMBER").await;
     // Bob's MCP token, whose id the test revokes mid-session.
     let d = s
         .gql_ok(
@@ -598,13 +599,16 @@ async fn private_text_and_revocation(backend: Backend) {
     let server = &s;
     let revoke = |label: String| {
         let id = bob_token_id.clone();
+        let bob_other = bob_other.clone();
         async move {
             let (label, session) = label.split_once(' ').unwrap_or((&label, "-"));
             assert_eq!(label, "revoke");
             assert!(session != "-", "the client saw no MCP session id");
             let session = session.to_owned();
+            // The session is Bob's: another user's valid token finds no such session.
+            assert_eq!(mcp_ping(server, &server.owner_token, &session).await, 404);
             // Before: the session answers.
-            assert_eq!(mcp_ping(server, &session).await, 200);
+            assert_eq!(mcp_ping(server, &bob_other, &session).await, 200);
             let d = server
                 .gql_ok(
                     &server.owner_token,
@@ -614,10 +618,10 @@ async fn private_text_and_revocation(backend: Backend) {
                 .await;
             assert_eq!(d["revokeToken"], true, "{d}");
             // The revocation ends the session at once (the bus), not only at its next call:
-            // the session is gone even for a valid token.
+            // the session is gone even for Bob's other, valid token.
             let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
             loop {
-                let status = mcp_ping(server, &session).await;
+                let status = mcp_ping(server, &bob_other, &session).await;
                 if status == 404 {
                     break;
                 }

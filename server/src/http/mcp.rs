@@ -1,16 +1,21 @@
 //! Mounting the MCP server (`crate::mcp`) on `/mcp`: every request (POST, the GET stream,
 //! DELETE) is authenticated here, by its `Authorization: Bearer` token, through the service
 //! function GraphQL uses, so a revoked token fails on its very next request. A missing or
-//! invalid token gets 401 with a JSON-RPC error body and never reaches a tool; when the
-//! request names an MCP session, that session is ended too. A valid token's `Principal`
-//! travels to the tools in the request's extensions.
+//! invalid token gets 401 with a JSON-RPC error body and never reaches a tool. A valid token's `Principal` travels to the tools in the request's extensions.
 //!
-//! Each MCP session is also watched, from its first authenticated request that names it, by
-//! a `service::Session` on the token that request carried: its revocation (the bus's
+//! **A session belongs to the user who opened it.** The `initialize` reply names the new
+//! session; from then on a request naming it with another user's valid token gets 404, as
+//! an unknown session would: rmcp replays a session's cached replies to a GET that
+//! resumes with `Last-Event-ID`, so a session id in another user's hands must open nothing.
+//! A bad token never ends a session (whoever sent it); a revoked one ends its own through
+//! the watcher below.
+//!
+//! Each MCP session is also watched, from its `initialize` on, by a `service::Session` on
+//! the token that opened it: its revocation (the bus's
 //! `TokenRevoked`, here and on the other instances on PostgreSQL; a re-check every
 //! [`RECHECK_IDLE`] otherwise) ends the session at once, open streams included.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -34,8 +39,9 @@ const SESSION_POLL: Duration = Duration::from_secs(5);
 pub(super) struct McpState {
     pub cairn: Cairn,
     pub endpoint: McpEndpoint,
-    /// The MCP sessions a watcher follows.
-    pub watched: Arc<Mutex<HashSet<String>>>,
+    /// Each open MCP session's user (the one whose token initialized it); a session is in
+    /// here exactly while its watcher runs.
+    pub owners: Arc<Mutex<HashMap<String, i64>>>,
 }
 
 impl McpState {
@@ -43,29 +49,25 @@ impl McpState {
         McpState {
             cairn,
             endpoint,
-            watched: Arc::default(),
+            owners: Arc::default(),
         }
     }
 
-    /// Marks `id` watched; false when it already was.
-    fn start_watching(&self, id: &str) -> bool {
-        match self.watched.lock() {
-            Ok(mut w) => w.insert(id.to_owned()),
-            Err(poisoned) => poisoned.into_inner().insert(id.to_owned()),
-        }
+    fn owners(&self) -> std::sync::MutexGuard<'_, HashMap<String, i64>> {
+        self.owners
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn stop_watching(&self, id: &str) {
-        match self.watched.lock() {
-            Ok(mut w) => w.remove(id),
-            Err(poisoned) => poisoned.into_inner().remove(id),
-        };
+    /// The user session `id` belongs to, if it is open.
+    fn owner_of(&self, id: &str) -> Option<i64> {
+        self.owners().get(id).copied()
     }
 
-    /// Follows MCP session `id` opened with `token` until it is gone; ends it when the token
-    /// is revoked or stops authenticating.
-    async fn watch(&self, id: String, token: String) {
-        if !self.start_watching(&id) {
+    /// Follows MCP session `id`, opened by `user` with `token`, until it is gone; ends it
+    /// when the token is revoked or stops authenticating.
+    fn watch(&self, id: String, user: i64, token: String) {
+        if self.owners().insert(id.clone(), user).is_some() {
             return;
         }
         let s = self.clone();
@@ -81,12 +83,17 @@ impl McpState {
                     .await;
                 if session.is_closed() {
                     tracing::info!("MCP session ended: its token was revoked");
-                    s.endpoint.end_session(&id).await;
                 }
             }
-            s.stop_watching(&id);
+            s.endpoint.end_session(&id).await;
+            s.owners().remove(&id);
         });
     }
+}
+
+/// What rmcp answers for a session it does not know.
+fn unknown_session() -> Response {
+    (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response()
 }
 
 /// 401 with the JSON-RPC error the MCP client surfaces (`id` null: the request is refused
@@ -132,21 +139,28 @@ pub(super) async fn authenticate(
     };
     match s.cairn.authenticate(&token).await {
         Ok(p) => {
+            if let Some(id) = &session {
+                if s.owner_of(id) != Some(p.user_id) {
+                    return unknown_session();
+                }
+            }
+            let user = p.user_id;
             req.extensions_mut().insert(p);
             let response = next.run(req).await;
-            if let Some(id) = session {
-                if s.endpoint.has_session(&id).await {
-                    s.watch(id, token).await;
+            // An `initialize` reply names the session it opened: it is this user's.
+            if session.is_none() {
+                let opened = response
+                    .headers()
+                    .get(SESSION_HEADER)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                if let Some(id) = opened {
+                    s.watch(id, user, token);
                 }
             }
             response
         }
-        Err(ServiceError::Auth(_)) => {
-            if let Some(id) = session {
-                s.endpoint.end_session(&id).await;
-            }
-            unauthorized("invalid or revoked token")
-        }
+        Err(ServiceError::Auth(_)) => unauthorized("invalid or revoked token"),
         Err(e) => {
             tracing::error!(error = %e, "MCP authentication failed");
             (StatusCode::INTERNAL_SERVER_ERROR, "internal error").into_response()

@@ -201,7 +201,7 @@ impl Store {
             .await?)
     }
 
-    /// [`Store::corpus_documents`] for many corpora at once (a dataloader batch): of every
+    /// `Store::corpus_documents` (the one-corpus reader, under `testing`) for many corpora at once (a dataloader batch): of every
     /// corpus in `corpus_ids`, its first `limit` documents `p` may read with an id after
     /// `after`, by id; the whole list ordered by corpus, then id. One statement whatever the
     /// number of corpora: the readable, filtered rows are numbered per corpus
