@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$ROOT"
 
 ensure_rust
-ensure_apt ca-certificates gcc pkg-config python3 python3-pip nodejs npm
+# OCR for scanned PDFs and images: Tesseract (English) and poppler's pdftoppm.
+ensure_apt ca-certificates gcc pkg-config python3 python3-pip nodejs npm tesseract-ocr tesseract-ocr-eng poppler-utils
 CAIRN_EMBED_MODEL=${CAIRN_EMBED_MODEL:-$(bash scripts/fetch-model.sh)}
 export CAIRN_EMBED_MODEL
 bash scripts/build-console.sh

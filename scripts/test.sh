@@ -7,7 +7,9 @@ set -euo pipefail
 cd "$ROOT"
 
 ensure_rust
-ensure_apt ca-certificates gcc pkg-config python3 python3-pip nodejs npm chromium chromium-driver
+# OCR (Tesseract, pdftoppm) as the server uses it, and img2pdf, which makes the test scans.
+ensure_apt ca-certificates gcc pkg-config python3 python3-pip nodejs npm chromium chromium-driver \
+  tesseract-ocr tesseract-ocr-eng poppler-utils img2pdf
 
 log "PostgreSQL + pgvector ..."
 CAIRN_TEST_PG_URL=$(bash scripts/pgvector.sh start)

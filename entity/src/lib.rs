@@ -17,6 +17,7 @@ pub mod kg_entities;
 pub mod kg_extractions;
 pub mod kg_mentions;
 pub mod kg_relations;
+pub mod team_models;
 pub mod teams;
 pub mod usage;
 pub mod users;

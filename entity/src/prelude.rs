@@ -46,6 +46,10 @@ pub use super::kg_relations::{
     ActiveModel as KgRelationActive, Column as KgRelationColumn, Entity as KgRelations,
     Model as KgRelation,
 };
+pub use super::team_models::{
+    ActiveModel as TeamModelActive, Column as TeamModelColumn, Entity as TeamModels,
+    Model as TeamModel,
+};
 pub use super::teams::{
     ActiveModel as TeamActive, Column as TeamColumn, Entity as Teams, Model as Team,
 };

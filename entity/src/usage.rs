@@ -16,6 +16,8 @@ pub struct Model {
     #[sea_orm(column_type = "Double")]
     pub cost_usd: f64,
     pub job_id: Option<i64>,
+    /// `chat` or `utility` for an `llm` row (NULL for embeddings).
+    pub role: Option<String>,
     pub at: DateTimeUtc,
 }
 

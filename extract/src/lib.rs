@@ -1,7 +1,8 @@
 //! Text extraction and structural chunking for Cairn.
 //!
-//! This crate is pure: bytes in, text out. It knows nothing of databases, HTTP or jobs;
-//! the server's ingest job calls [`detect`], then [`extract`], then [`chunk::chunk`].
+//! This crate is pure (bytes in, text out) except for [`ocr`], which runs Tesseract. It knows
+//! nothing of databases, HTTP or jobs; the server's ingest job calls [`detect`], then
+//! [`extract_with_ocr`] (or [`extract`]), then [`chunk::chunk`].
 //!
 //! # Layout
 //!
@@ -15,6 +16,7 @@
 //! | `sheet` | one `[Sheet: name]` block per sheet (xlsx, xls, xlsb, ods) | `calamine` |
 //! | `html` | headings, paragraphs, lists, tables, preformatted text | `scraper` (html5ever) |
 //! | `text` | Markdown and plain text | `std` |
+//! | [`ocr`] | OCR of scanned PDF pages and images (the one module that runs programs) | `tesseract`, `pdftoppm` |
 //! | [`chunk`] | the structural chunker (sections, then paragraphs with overlap) | `std` |
 //!
 //! # Output conventions
@@ -33,7 +35,10 @@
 //! * **PDF** pages are each introduced by a line `[Page N]` (1-based), and
 //!   [`Extracted::pages`] is the page count. PDFs carry no reliable heading structure through
 //!   `pdf-extract`, so PDF text has no `#` headings. A PDF none of whose pages has any text
-//!   (a scan) extracts to empty text.
+//!   (a scan) extracts to empty text with [`extract`]; [`extract_with_ocr`] reads such pages
+//!   (and only those) by OCR, under the same `[Page N]` markers.
+//! * **Images** (PNG, JPEG, TIFF) have no text layer: empty with [`extract`], their OCR text
+//!   with [`extract_with_ocr`].
 //! * **Spreadsheets** (XLSX, XLS, XLSB, ODS) give one block per non-empty sheet: a line
 //!   `[Sheet: name]`, a blank line, then the sheet as a table whose header row is the first
 //!   non-empty row. Entirely empty rows and columns are left out. Dates print as `YYYY-MM-DD`
@@ -84,6 +89,7 @@ pub mod chunk;
 mod docx;
 mod guard;
 mod html;
+pub mod ocr;
 mod pdf;
 mod pptx;
 mod sheet;
@@ -116,11 +122,17 @@ pub enum Format {
     Markdown,
     /// Anything else, read as (UTF-8) text.
     Text,
+    /// PNG image (text only by OCR).
+    Png,
+    /// JPEG image (text only by OCR).
+    Jpeg,
+    /// TIFF image, possibly of several pages (text only by OCR).
+    Tiff,
 }
 
 impl Format {
     /// All formats, in declaration order.
-    pub const ALL: [Format; 10] = [
+    pub const ALL: [Format; 13] = [
         Format::Pdf,
         Format::Docx,
         Format::Pptx,
@@ -131,6 +143,9 @@ impl Format {
         Format::Html,
         Format::Markdown,
         Format::Text,
+        Format::Png,
+        Format::Jpeg,
+        Format::Tiff,
     ];
 
     /// The IANA media type of the format.
@@ -150,6 +165,9 @@ impl Format {
             Format::Html => "text/html",
             Format::Markdown => "text/markdown",
             Format::Text => "text/plain",
+            Format::Png => "image/png",
+            Format::Jpeg => "image/jpeg",
+            Format::Tiff => "image/tiff",
         }
     }
 
@@ -175,7 +193,15 @@ impl Format {
             Format::Html => "html",
             Format::Markdown => "markdown",
             Format::Text => "text",
+            Format::Png => "png",
+            Format::Jpeg => "jpeg",
+            Format::Tiff => "tiff",
         }
+    }
+
+    /// Whether the format is a picture, whose text only OCR can read.
+    pub fn is_image(self) -> bool {
+        matches!(self, Format::Png | Format::Jpeg | Format::Tiff)
     }
 
     fn is_zip_based(self) -> bool {
@@ -199,6 +225,8 @@ pub struct Extracted {
     pub text: String,
     /// The page count, for formats that have pages (PDF); `None` otherwise.
     pub pages: Option<u32>,
+    /// Pages (of a PDF) or images whose text came from OCR ([`extract_with_ocr`]).
+    pub ocr_pages: u32,
 }
 
 /// Why a file could not be extracted.
@@ -247,6 +275,19 @@ fn is_pdf(bytes: &[u8]) -> bool {
     // The header may be preceded by junk; readers look in the first 1024 bytes.
     let head = &bytes[..bytes.len().min(1024)];
     head.windows(5).any(|w| w == b"%PDF-")
+}
+
+/// The image format its magic bytes announce.
+fn image_format(bytes: &[u8]) -> Option<Format> {
+    if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+        Some(Format::Png)
+    } else if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
+        Some(Format::Jpeg)
+    } else if bytes.starts_with(b"II*\0") || bytes.starts_with(b"MM\0*") {
+        Some(Format::Tiff)
+    } else {
+        None
+    }
 }
 
 fn is_zip(bytes: &[u8]) -> bool {
@@ -302,6 +343,7 @@ fn looks_like_html(bytes: &[u8]) -> bool {
 /// * An OLE2 compound file (`D0 CF 11 E0`) is [`Format::Xls`], unless the extension names an
 ///   Office Open XML format: a password-protected DOCX/XLSX/PPTX is stored as OLE2, and keeping
 ///   its format lets [`extract`] say so.
+/// * PNG, JPEG and TIFF are told by their magic bytes alone.
 /// * A binary extension whose magic bytes are missing falls back to sniffing: HTML if it starts
 ///   like HTML, else text.
 /// * No known extension: HTML if it starts like HTML, else text.
@@ -309,6 +351,9 @@ pub fn detect(filename: &str, bytes: &[u8]) -> Format {
     let by_ext = format_from_extension(filename);
     if is_pdf(bytes) {
         return Format::Pdf;
+    }
+    if let Some(f) = image_format(bytes) {
+        return f;
     }
     if is_zip(bytes) {
         if let Some(f) = guard::sniff_zip(bytes) {
@@ -359,11 +404,77 @@ pub fn extract(bytes: &[u8], format: Format, limits: &Limits) -> Result<Extracte
         Format::Html => html::extract(bytes, limits).map(text_only),
         Format::Markdown => text::extract_markdown(bytes, limits).map(text_only),
         Format::Text => text::extract_text(bytes, limits).map(text_only),
+        // A picture has no text layer: only [`extract_with_ocr`] reads it.
+        Format::Png | Format::Jpeg | Format::Tiff => Ok(Extracted::default()),
     })?;
     guard::check_output(&result.text, limits)?;
     Ok(result)
 }
 
+/// [`extract`], and then OCR ([`ocr::Ocr`]) for what has no text layer: each PDF page whose
+/// text layer is empty or unreadable (the pages that have one keep it), and images. Without
+/// `ocr`, exactly [`extract`]. A page OCR fails on keeps its `[Page N]` marker and loses only
+/// its own text.
+pub fn extract_with_ocr(
+    bytes: &[u8],
+    format: Format,
+    limits: &Limits,
+    ocr: Option<&ocr::Ocr>,
+) -> Result<Extracted, ExtractError> {
+    let Some(ocr) = ocr.filter(|_| !bytes.is_empty()) else {
+        return extract(bytes, format, limits);
+    };
+    let result = match format {
+        Format::Pdf => {
+            let mut pages = guard::contain("PDF", || pdf::pages(bytes, limits))?;
+            let wanted: Vec<u32> = pages
+                .iter()
+                .filter(|p| p.text.as_ref().map_or(true, |t| t.is_empty()))
+                .map(|p| p.number)
+                .collect();
+            let mut read = 0u32;
+            if !wanted.is_empty() {
+                for (n, text) in ocr.pdf_pages(bytes, &wanted) {
+                    let Some(page) = pages.iter_mut().find(|p| p.number == n) else {
+                        continue;
+                    };
+                    match text {
+                        Ok(t) => {
+                            read += 1;
+                            page.text = Ok(t);
+                        }
+                        // The text layer's own failure, if any, is the better reason.
+                        Err(e) if page.text.is_ok() => {
+                            page.text = Err(ExtractError::Unsupported(format!(
+                                "page {n}: OCR failed: {e}"
+                            )));
+                        }
+                        Err(_) => {}
+                    }
+                }
+            }
+            pdf::assemble(pages, limits, read)?
+        }
+        f if f.is_image() => {
+            let text = ocr
+                .image(bytes)
+                .map_err(|e| ExtractError::Unsupported(format!("OCR of the {f} failed: {e}")))?;
+            Extracted {
+                text,
+                pages: None,
+                ocr_pages: 1,
+            }
+        }
+        _ => return extract(bytes, format, limits),
+    };
+    guard::check_output(&result.text, limits)?;
+    Ok(result)
+}
+
 fn text_only(text: String) -> Extracted {
-    Extracted { text, pages: None }
+    Extracted {
+        text,
+        pages: None,
+        ocr_pages: 0,
+    }
 }

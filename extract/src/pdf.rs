@@ -9,7 +9,17 @@ use pdf_extract::{Document, Object, PlainTextOutput};
 use crate::guard::{contain, Out};
 use crate::{ExtractError, Extracted, Limits};
 
-pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Extracted, ExtractError> {
+/// One page as the text layer gave it.
+pub(crate) struct Page {
+    /// 1-based page number.
+    pub(crate) number: u32,
+    /// The page's tidied text (empty: no text layer), or why the page could not be read.
+    pub(crate) text: Result<String, ExtractError>,
+}
+
+/// Every page's text layer, in order. Fails only when the file as a whole is unreadable
+/// (not a PDF, encrypted, a stream bomb); a page that fails is reported as such.
+pub(crate) fn pages(bytes: &[u8], limits: &Limits) -> Result<Vec<Page>, ExtractError> {
     if !crate::is_pdf(bytes) {
         return Err(ExtractError::Corrupt("no %PDF- header".to_string()));
     }
@@ -22,33 +32,51 @@ pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Extracted, Extrac
         ));
     }
     check_streams(&doc, limits)?;
+    let numbers: Vec<u32> = doc.get_pages().keys().copied().collect();
+    Ok(numbers
+        .into_iter()
+        .map(|n| Page {
+            number: n,
+            text: contain("PDF", || {
+                let mut text = String::new();
+                {
+                    let mut sink = PlainTextOutput::new(&mut text);
+                    pdf_extract::output_doc_page(&doc, &mut sink, n)
+                        .map_err(|e| ExtractError::Corrupt(format!("page {n}: {e}")))?;
+                }
+                Ok(tidy(&text))
+            }),
+        })
+        .collect())
+}
 
-    let pages: Vec<u32> = doc.get_pages().keys().copied().collect();
+/// The text-layer extraction (no OCR): see [`assemble`].
+pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Extracted, ExtractError> {
+    assemble(pages(bytes, limits)?, limits, 0)
+}
+
+/// The document's text from its pages: one `[Page N]` block each (a page without text keeps
+/// its marker). All pages failing is a corrupt PDF; no page with text is the empty text (a
+/// scan that was not read by OCR).
+pub(crate) fn assemble(
+    pages: Vec<Page>,
+    limits: &Limits,
+    ocr_pages: u32,
+) -> Result<Extracted, ExtractError> {
     let count = u32::try_from(pages.len()).unwrap_or(u32::MAX);
     let mut out = Out::new(limits);
     let mut any_text = false;
     let mut failed = 0usize;
     let mut last_error = None;
-    for n in pages.iter().copied() {
-        let page = contain("PDF", || {
-            let mut text = String::new();
-            {
-                let mut sink = PlainTextOutput::new(&mut text);
-                pdf_extract::output_doc_page(&doc, &mut sink, n)
-                    .map_err(|e| ExtractError::Corrupt(format!("page {n}: {e}")))?;
+    let total = pages.len();
+    for page in pages {
+        let n = page.number;
+        match page.text {
+            Ok(text) if !text.is_empty() => {
+                any_text = true;
+                out.block(&format!("[Page {n}]\n\n{text}"))?;
             }
-            Ok(text)
-        });
-        match page {
-            Ok(text) => {
-                let text = tidy(&text);
-                if text.is_empty() {
-                    out.block(&format!("[Page {n}]"))?;
-                } else {
-                    any_text = true;
-                    out.block(&format!("[Page {n}]\n\n{text}"))?;
-                }
-            }
+            Ok(_) => out.block(&format!("[Page {n}]"))?,
             Err(e) => {
                 failed += 1;
                 last_error = Some(e);
@@ -56,7 +84,7 @@ pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Extracted, Extrac
             }
         }
     }
-    if !pages.is_empty() && failed == pages.len() {
+    if total > 0 && failed == total {
         return Err(match last_error {
             Some(ExtractError::Corrupt(m)) => {
                 ExtractError::Corrupt(format!("no page of the PDF could be read ({m})"))
@@ -73,11 +101,12 @@ pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Extracted, Extrac
     Ok(Extracted {
         text,
         pages: Some(count),
+        ocr_pages,
     })
 }
 
 /// Trims line ends, drops runs of blank lines down to one, trims the whole.
-fn tidy(text: &str) -> String {
+pub(crate) fn tidy(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut blank = 0usize;
     for line in text.lines() {

@@ -113,7 +113,8 @@ fn mime_types_are_distinct_and_round_trip() {
         Format::from_mime_type("TEXT/HTML; charset=utf-8"),
         Some(Format::Html)
     );
-    assert_eq!(Format::from_mime_type("image/png"), None);
+    assert_eq!(Format::from_mime_type("image/png"), Some(Format::Png));
+    assert_eq!(Format::from_mime_type("image/gif"), None);
 }
 
 // ---------------------------------------------------------------- output shape per format
@@ -405,12 +406,26 @@ fn truncated_and_garbage_containers_are_errors_not_panics() {
 
 #[test]
 fn binary_data_is_not_text() {
-    let png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR";
-    assert_eq!(detect("image.png", png), Format::Text);
+    let elf = b"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\x3e\x00";
+    assert_eq!(detect("program.png", elf), Format::Text);
     assert!(matches!(
-        extract(png, Format::Text, &Limits::default()),
+        extract(elf, Format::Text, &Limits::default()),
         Err(ExtractError::Unsupported(_))
     ));
+    // Pictures are told by their bytes; without OCR they have no text (not an error).
+    let png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR";
+    assert_eq!(detect("image.txt", png), Format::Png);
+    assert_eq!(
+        detect("scan", b"\xff\xd8\xff\xe0\x00\x10JFIF"),
+        Format::Jpeg
+    );
+    assert_eq!(detect("scan.tif", b"II*\x00\x08\x00\x00\x00"), Format::Tiff);
+    assert_eq!(detect("scan.tif", b"MM\x00*\x00\x00\x00\x08"), Format::Tiff);
+    let e = extract(png, Format::Png, &Limits::default());
+    assert!(
+        matches!(e, Ok(ref x) if x.text.is_empty() && x.ocr_pages == 0),
+        "{e:?}"
+    );
 }
 
 #[test]

@@ -166,13 +166,36 @@ async fn build_core(cfg: &Config, embedder: Option<Embedder>) -> Result<Cairn, S
             .ok()
             .filter(|p| p.file_stem().is_some_and(|n| n == "cairn")),
         extract_memory_mb: cfg.extract_memory_mb,
+        ocr: match cfg.ocr() {
+            Ok(Some(ocr)) => {
+                tracing::info!(tesseract = %ocr.tesseract.display(), language = %ocr.language, pdf_pages = ocr.pdftoppm.is_some(), "OCR on");
+                Some(ocr)
+            }
+            Ok(None) => None,
+            Err(why) => {
+                tracing::warn!("OCR off: {why}; scanned pages and images are stored without text");
+                None
+            }
+        },
         auto_kg: cfg.kg_auto_extract,
     };
     let utility = llm_client(cfg, cfg.llm_utility())?;
+    let secret = crate::roles::SecretKey::load(cfg.secret_key.as_deref(), &cfg.data_dir)
+        .map_err(|e| StartError::Config(format!("secret key: {e}")))?;
+    let roles = crate::roles::ModelRoles::new(
+        store.clone(),
+        secret,
+        crate::roles::InstanceModels {
+            chat: llm_client(cfg, cfg.llm_chat())?,
+            utility: utility.clone(),
+        },
+        Duration::from_secs(cfg.llm_timeout_secs.max(1)),
+    );
     let kg = crate::knowledge::KgRunner::new(
         store.clone(),
         embedder.clone(),
-        kg_extractor(cfg, utility.clone()).await?,
+        kg_extractor(cfg, utility).await?,
+        roles.clone(),
         cfg.kg_limits(),
     );
     let mut runners: HashMap<&'static str, Arc<dyn Runner>> = HashMap::new();
@@ -202,10 +225,9 @@ async fn build_core(cfg: &Config, embedder: Option<Embedder>) -> Result<Cairn, S
     .with_bm25(cfg.bm25())
     .with_fusion(cfg.fusion())
     .with_prefetch_data_catalog(cfg.prefetch_data_catalog)
+    .with_roles(roles)
     .with_models(Models {
         embedder,
-        chat: llm_client(cfg, cfg.llm_chat())?,
-        utility,
         pii: Some(
             cairn_llm::Anonymizer::new(cfg.pii_name_list()?)
                 .map_err(|e| StartError::Config(format!("PII names: {e}")))?,

@@ -65,6 +65,8 @@ pub(crate) struct Summary {
     pub(crate) new: usize,
     pub(crate) duplicate: usize,
     pub(crate) chunks: u64,
+    /// Pages (or images) read by OCR.
+    pub(crate) ocr_pages: u64,
     pub(crate) failed: Vec<(String, String)>,
 }
 
@@ -78,6 +80,7 @@ impl Summary {
             self.new += 1;
         }
         self.chunks += result.map_or(0, |r| u64::try_from(r.chunk_count).unwrap_or(0));
+        self.ocr_pages += result.map_or(0, |r| r.ocr_pages);
     }
 
     /// Prints the summary and the failures; `Err` when any file failed.
@@ -94,8 +97,13 @@ impl Summary {
     }
 
     fn line(&self, files: usize, seconds: f64) -> String {
+        let ocr = match self.ocr_pages {
+            0 => String::new(),
+            1 => "; 1 page read by OCR".to_owned(),
+            n => format!("; {n} pages read by OCR"),
+        };
         format!(
-            "{files} files in {seconds:.1} s: {} new, {} duplicate, {} failed; {} chunks",
+            "{files} files in {seconds:.1} s: {} new, {} duplicate, {} failed; {} chunks{ocr}",
             self.new,
             self.duplicate,
             self.failed.len(),

@@ -98,6 +98,41 @@ pub struct Config {
     )]
     pub extract_memory_mb: u64,
 
+    /// Read scanned PDF pages (pages without a text layer) and images by OCR (Tesseract, with
+    /// poppler's pdftoppm for PDF pages), when Tesseract is installed.
+    #[arg(long, env = "CAIRN_OCR", default_value_t = true, action = clap::ArgAction::Set, global = true)]
+    pub ocr: bool,
+
+    /// Tesseract's language(s) for OCR, e.g. `eng` or `deu+eng` (each must be installed).
+    #[arg(long, env = "CAIRN_OCR_LANGUAGE", default_value = "eng", global = true)]
+    pub ocr_language: String,
+
+    /// Resolution PDF pages are rendered at for OCR, in dots per inch.
+    #[arg(long, env = "CAIRN_OCR_DPI", default_value_t = 300, global = true)]
+    pub ocr_dpi: u32,
+
+    /// Longest time OCR may take for one page (rendering and recognition each), in seconds.
+    #[arg(
+        long,
+        env = "CAIRN_OCR_PAGE_TIMEOUT_SECS",
+        default_value_t = 60,
+        global = true
+    )]
+    pub ocr_page_timeout_secs: u64,
+
+    /// Address-space limit of each OCR program run (one page), in MiB.
+    #[arg(
+        long,
+        env = "CAIRN_OCR_PAGE_MEMORY_MB",
+        default_value_t = 1024,
+        global = true
+    )]
+    pub ocr_page_memory_mb: u64,
+
+    /// Pages one document's OCR recognizes at once (0: the number of cores, at most 4).
+    #[arg(long, env = "CAIRN_OCR_JOBS", default_value_t = 0, global = true)]
+    pub ocr_jobs: usize,
+
     /// Target chunk size in characters.
     #[arg(long, env = "CAIRN_CHUNK_SIZE", default_value_t = 1500, global = true)]
     pub chunk_size: usize,
@@ -169,6 +204,12 @@ pub struct Config {
     /// Model for the `utility` role; default: the `chat` role's.
     #[arg(long, env = "CAIRN_LLM_UTILITY_MODEL", global = true)]
     pub llm_utility_model: Option<String>,
+
+    /// The instance's secret key (32 bytes as 64 hex digits or base64), which seals the API
+    /// keys of teams' own model endpoints. Unset: `secret.key` in the data directory, created
+    /// on first start. Instances sharing one PostgreSQL database must all set the same key.
+    #[arg(long, env = "CAIRN_SECRET_KEY", global = true, hide_env_values = true)]
+    pub secret_key: Option<String>,
 
     /// Names to hide from the LLM (comma-separated), besides emails, phone numbers and IBANs.
     #[arg(long, env = "CAIRN_PII_NAMES", value_delimiter = ',', global = true)]
@@ -353,6 +394,12 @@ impl Config {
             job_lease_secs: 30,
             extract_timeout_secs: 120,
             extract_memory_mb: 2048,
+            ocr: true,
+            ocr_language: "eng".into(),
+            ocr_dpi: 300,
+            ocr_page_timeout_secs: 60,
+            ocr_page_memory_mb: 1024,
+            ocr_jobs: 0,
             chunk_size: 1500,
             chunk_overlap: 200,
             pg_ef_search: 100,
@@ -364,6 +411,7 @@ impl Config {
             llm_price_output: 0.0,
             llm_utility_url: None,
             llm_utility_model: None,
+            secret_key: None,
             pii_names: Vec::new(),
             pii_names_file: None,
             kg_extractor: "rules".into(),
@@ -385,6 +433,23 @@ impl Config {
     }
 
     /// The knowledge-extraction limits.
+    /// OCR as configured, when it is switched on and Tesseract with the language is found on
+    /// `PATH`; `Err` says why not (for a warning at start).
+    pub fn ocr(&self) -> Result<Option<cairn_extract::ocr::Ocr>, String> {
+        if !self.ocr {
+            return Ok(None);
+        }
+        let path = std::env::var("PATH").ok();
+        let mut ocr = cairn_extract::ocr::Ocr::locate(path.as_deref(), &self.ocr_language)?;
+        ocr.dpi = self.ocr_dpi;
+        ocr.page_timeout = std::time::Duration::from_secs(self.ocr_page_timeout_secs.max(1));
+        ocr.page_memory_mb = self.ocr_page_memory_mb;
+        if self.ocr_jobs > 0 {
+            ocr.jobs = self.ocr_jobs;
+        }
+        Ok(Some(ocr))
+    }
+
     pub fn kg_limits(&self) -> crate::knowledge::KgLimits {
         crate::knowledge::KgLimits {
             team_concurrency: self.kg_team_concurrency.max(1),

@@ -29,10 +29,12 @@ use entity::prelude::Job;
 use futures_util::stream::{self, StreamExt};
 
 use crate::auth::Principal;
+use crate::domain::models::ModelRole;
 use crate::jobs::{
     JobContext, JobError, JobKind, JobResult, KgFailure, KgPayload, KgResult, Runner,
 };
-use crate::store::Store;
+use crate::roles::{ModelRoles, Resolved, RolesError};
+use crate::store::{NewUsage, Store};
 
 /// Documents per run (seed 001: "≤ 40 objects/run").
 pub const MAX_DOCS_PER_RUN: u64 = 40;
@@ -109,7 +111,10 @@ impl Extractor for LlmExtractor {
 pub struct KgRunner {
     store: Store,
     embedder: Option<cairn_embed::Embedder>,
+    /// The instance's extractor (`CAIRN_KG_EXTRACTOR`), for teams without their own
+    /// `utility` endpoint.
     extractor: Arc<dyn Extractor>,
+    roles: ModelRoles,
     limits: KgLimits,
     /// One gate per team, shared by all of the team's runs in this process.
     gates: std::sync::Mutex<HashMap<i64, Arc<TeamGate>>>,
@@ -157,12 +162,14 @@ impl KgRunner {
         store: Store,
         embedder: Option<cairn_embed::Embedder>,
         extractor: Arc<dyn Extractor>,
+        roles: ModelRoles,
         limits: KgLimits,
     ) -> KgRunner {
         KgRunner {
             store,
             embedder,
             extractor,
+            roles,
             limits: KgLimits {
                 team_concurrency: limits.team_concurrency.max(1),
                 ..limits
@@ -235,6 +242,17 @@ impl KgRunner {
         stored
     }
 
+    /// The team's extractor: its own `utility` endpoint when it set one (the `llm` backend
+    /// on that endpoint), else the instance's.
+    async fn extractor_for(&self, team_id: i64) -> Result<Arc<dyn Extractor>, JobError> {
+        match self.roles.resolve(team_id, ModelRole::Utility).await {
+            Ok(Resolved::Team(client)) => Ok(Arc::new(LlmExtractor { client })),
+            Ok(Resolved::Instance(_) | Resolved::None) => Ok(self.extractor.clone()),
+            Err(RolesError::Store(e)) => Err(e.into()),
+            Err(e) => Err(JobError::Permanent(e.to_string())),
+        }
+    }
+
     async fn requester(&self, job: &Job, p: &KgPayload) -> Result<Principal, JobError> {
         self.store
             .member(job.team_id, p.requested_by)
@@ -246,9 +264,11 @@ impl KgRunner {
 
     /// One document under the team's limits: a concurrency permit, then a place in the
     /// quota (once the quota is found spent, the run's later documents are left at once).
+    #[allow(clippy::too_many_arguments)]
     async fn one(
         &self,
         job: &Job,
+        extractor: &dyn Extractor,
         p: &Principal,
         gate: &Arc<TeamGate>,
         quota_spent: &AtomicBool,
@@ -278,7 +298,7 @@ impl KgRunner {
             Err(reason) => return failed(reason),
         };
         match self
-            .try_one(job, p, gate, reservation, document_id, version)
+            .try_one(job, extractor, p, gate, reservation, document_id, version)
             .await
         {
             Ok(o) => o,
@@ -286,9 +306,11 @@ impl KgRunner {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn try_one(
         &self,
         job: &Job,
+        extractor: &dyn Extractor,
         p: &Principal,
         gate: &TeamGate,
         reservation: Reservation,
@@ -306,36 +328,35 @@ impl KgRunner {
         let text = cairn_extract::chunk::text_of_chunks(
             chunks.into_iter().map(|c| (c.section, c.content)).collect(),
         );
-        let (extraction, usage, extractor_name) =
-            match cairn_kg::extract(self.extractor.as_ref(), &text).await {
-                Ok(o) => (o.extraction, o.usage, self.extractor.name().to_owned()),
-                Err(cairn_kg::ExtractError::Refused {
-                    first,
-                    second,
-                    usage,
-                }) => {
-                    self.record_usage(job, usage).await;
-                    // Recorded as extracted without facts, so the run moves on next time.
-                    self.store_counted(
-                        gate,
-                        reservation,
-                        job.team_id,
-                        document_id,
-                        version,
-                        &format!("refused:{}", self.extractor.name()),
-                        &cairn_kg::Extraction::default(),
-                        &[],
-                    )
-                    .await?;
-                    return Err(format!(
-                        "reply refused twice ({}, then {})",
-                        first.code(),
-                        second.code()
-                    ));
-                }
-                Err(cairn_kg::ExtractError::Backend(e)) => return Err(e.to_string()),
-            };
-        self.record_usage(job, usage).await;
+        let (extraction, usage, extractor_name) = match cairn_kg::extract(extractor, &text).await {
+            Ok(o) => (o.extraction, o.usage, extractor.name().to_owned()),
+            Err(cairn_kg::ExtractError::Refused {
+                first,
+                second,
+                usage,
+            }) => {
+                self.record_usage(job, extractor, usage).await;
+                // Recorded as extracted without facts, so the run moves on next time.
+                self.store_counted(
+                    gate,
+                    reservation,
+                    job.team_id,
+                    document_id,
+                    version,
+                    &format!("refused:{}", extractor.name()),
+                    &cairn_kg::Extraction::default(),
+                    &[],
+                )
+                .await?;
+                return Err(format!(
+                    "reply refused twice ({}, then {})",
+                    first.code(),
+                    second.code()
+                ));
+            }
+            Err(cairn_kg::ExtractError::Backend(e)) => return Err(e.to_string()),
+        };
+        self.record_usage(job, extractor, usage).await;
         let anchors = self.anchors(&extraction).await;
         let stored = self
             .store_counted(
@@ -373,21 +394,22 @@ impl KgRunner {
         }
     }
 
-    async fn record_usage(&self, job: &Job, u: cairn_kg::Usage) {
+    async fn record_usage(&self, job: &Job, extractor: &dyn Extractor, u: cairn_kg::Usage) {
         if u.input_tokens == 0 && u.output_tokens == 0 {
             return;
         }
         if let Err(e) = self
             .store
-            .insert_usage(
-                job.team_id,
-                "llm",
-                self.extractor.model(),
-                u.input_tokens as i64,
-                u.output_tokens as i64,
-                u.cost_usd,
-                Some(job.id),
-            )
+            .insert_usage(NewUsage {
+                team_id: job.team_id,
+                kind: "llm",
+                role: Some(ModelRole::Utility),
+                model: extractor.model(),
+                input_tokens: NewUsage::tokens(u.input_tokens),
+                output_tokens: NewUsage::tokens(u.output_tokens),
+                cost_usd: u.cost_usd,
+                job_id: Some(job.id),
+            })
             .await
         {
             tracing::warn!(error = %e, "usage row not written");
@@ -414,6 +436,7 @@ impl Runner for KgRunner {
             )));
         };
         let p = self.requester(job, &payload).await?;
+        let extractor = self.extractor_for(job.team_id).await?;
         let docs = self
             .store
             .unextracted_documents(
@@ -428,7 +451,17 @@ impl Runner for KgRunner {
         let gate = self.gate(job.team_id);
         let quota_spent = AtomicBool::new(false);
         let mut outcomes = stream::iter(docs)
-            .map(|(id, version)| self.one(job, &p, &gate, &quota_spent, id, version))
+            .map(|(id, version)| {
+                self.one(
+                    job,
+                    extractor.as_ref(),
+                    &p,
+                    &gate,
+                    &quota_spent,
+                    id,
+                    version,
+                )
+            })
             .buffer_unordered(self.limits.team_concurrency);
         let (mut done, mut left, mut entities, mut relations) = (0i64, 0i64, 0usize, 0usize);
         let mut failed: Vec<KgFailure> = Vec::new();
@@ -473,7 +506,7 @@ impl Runner for KgRunner {
             quota_reached: left > 0,
             entities: entities as u64,
             relations: relations as u64,
-            extractor: self.extractor.name().to_owned(),
+            extractor: extractor.name().to_owned(),
             message,
         }))
     }

@@ -30,6 +30,8 @@
 //! - `jobs`: the durable job queue (leases, retries, cancel), its typed job model and workers.
 //! - `ingest`: upload safety steps, blob files, and the ingest job.
 //! - `knowledge`: the knowledge-extraction job.
+//! - `roles`: model roles at run time: a team's own `chat`/`utility` endpoint, else the
+//!   instance's; seals and opens the teams' API keys.
 //! - `graphql`: schema, thin resolvers, dataloaders, error codes; the only GraphQL module.
 //! - `mcp`: the MCP server (Streamable HTTP) and its tools' text contracts; the only module
 //!   that names `rmcp`.
@@ -52,6 +54,7 @@ mod ingest;
 mod jobs;
 mod knowledge;
 mod mcp;
+mod roles;
 mod store;
 
 #[cfg(feature = "testing")]

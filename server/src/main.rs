@@ -50,6 +50,23 @@ enum Command {
         filename: String,
         #[arg(long, default_value_t = 2048)]
         memory_mb: u64,
+        /// OCR (all `--ocr-…` options come from the parent; without `--ocr-tesseract`, none).
+        #[arg(long)]
+        ocr_tesseract: Option<std::path::PathBuf>,
+        #[arg(long)]
+        ocr_pdftoppm: Option<std::path::PathBuf>,
+        #[arg(long)]
+        ocr_prlimit: Option<std::path::PathBuf>,
+        #[arg(long, default_value = "eng")]
+        ocr_language: String,
+        #[arg(long, default_value_t = 300)]
+        ocr_dpi: u32,
+        #[arg(long, default_value_t = 60)]
+        ocr_page_secs: u64,
+        #[arg(long, default_value_t = 1024)]
+        ocr_page_mb: u64,
+        #[arg(long, default_value_t = 1)]
+        ocr_jobs: usize,
     },
     /// Bulk-load files or directories (recursively) into a corpus, with progress bars.
     Ingest {
@@ -191,8 +208,26 @@ async fn run(cli: Cli) -> Result<(), CliError> {
             path,
             filename,
             memory_mb,
+            ocr_tesseract,
+            ocr_pdftoppm,
+            ocr_prlimit,
+            ocr_language,
+            ocr_dpi,
+            ocr_page_secs,
+            ocr_page_mb,
+            ocr_jobs,
         } => {
-            let code = cairn::extraction_child_main(&path, &filename, memory_mb);
+            let ocr = ocr_tesseract.map(|tesseract| cairn_extract::ocr::Ocr {
+                tesseract,
+                pdftoppm: ocr_pdftoppm,
+                prlimit: ocr_prlimit,
+                language: ocr_language,
+                dpi: ocr_dpi,
+                page_timeout: std::time::Duration::from_secs(ocr_page_secs.max(1)),
+                page_memory_mb: ocr_page_mb,
+                jobs: ocr_jobs.max(1),
+            });
+            let code = cairn::extraction_child_main(&path, &filename, memory_mb, ocr.as_ref());
             std::process::exit(code)
         }
         Command::Ingest {

@@ -279,8 +279,9 @@ fn extraction_child_is_memory_bounded() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("A small note."));
-    // The first line is the media type the child sniffed (the parent never parses the file).
-    assert!(String::from_utf8_lossy(&out.stdout).starts_with("text/markdown\n"));
+    // The parent never parses the file.
+    // The first line is the media type the child sniffed and the pages OCR read.
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("text/markdown\t0\n"));
 
     let big = dir.path().join("big.txt");
     let line = "all work and no play makes a dull marmot\n".repeat(1024);
@@ -302,4 +303,89 @@ fn extraction_child_is_memory_bounded() {
         "a 330 MB text cannot be extracted within 200 MB of address space"
     );
     assert!(out.stdout.is_empty());
+}
+
+/// The extraction child reads scans by OCR when the parent hands it Tesseract (`--ocr-…`),
+/// and `cairn ingest` (which extracts in that child) stores a scan as searchable chunks. The
+/// scan is made at test time from a real PDF (`scripts/make-scan.sh`: no text layer).
+#[test]
+fn the_extraction_child_reads_scans_by_ocr() {
+    let pdf = std::env::var("CAIRN_TEST_REAL_PDF").unwrap_or_else(|_| {
+        panic!("CAIRN_TEST_REAL_PDF is not set: scripts/fetch-test-pdf.sh fetches a real PDF (the README's test command does)")
+    });
+    let model = std::env::var("CAIRN_EMBED_MODEL").unwrap_or_else(|_| {
+        panic!("CAIRN_EMBED_MODEL is not set: run scripts/fetch-model.sh (the README's test command does)")
+    });
+    let src = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let scan = src.path().join("scan.pdf");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/make-scan.sh");
+    let made = Command::new("bash")
+        .arg(&script)
+        .args([pdf.as_str(), "4", "5"])
+        .arg(&scan)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+
+    // Without OCR options the child finds no text; with them, two pages of it.
+    let child = |ocr: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .args(["__extract", "--filename=scan.pdf", "--memory-mb=1024"])
+            .args(ocr)
+            .arg("--")
+            .arg(&scan)
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let out = child(&[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "application/pdf\t0\n");
+    let out = child(&[
+        "--ocr-tesseract=/usr/bin/tesseract",
+        "--ocr-pdftoppm=/usr/bin/pdftoppm",
+        "--ocr-prlimit=/usr/bin/prlimit",
+        "--ocr-page-mb=512",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("application/pdf\t2\n[Page 1]"), "{text}");
+    assert!(
+        text.contains("[Page 2]") && text.contains("Supported Platforms"),
+        "{text}"
+    );
+
+    // `cairn ingest` finds OCR on PATH and stores the scan with chunks.
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (ok, _, err) = cairn(
+        dir.path(),
+        &[
+            "user", "create", "--name", "boss", "--role", "owner", "--team", "default",
+        ],
+    );
+    assert!(ok, "{err}");
+    let out = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["ingest", "--corpus", "scans"])
+        .arg(&scan)
+        .env("CAIRN_DATA_DIR", dir.path())
+        .env("CAIRN_EMBED_MODEL", &model)
+        .env_remove("DATABASE_URL")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "cairn ingest failed: {stderr}");
+    assert!(stderr.contains("1 new, 0 duplicate, 0 failed"), "{stderr}");
+    assert!(stderr.contains("; 2 pages read by OCR"), "{stderr}");
+    assert!(!stderr.contains("; 0 chunks"), "{stderr}");
 }

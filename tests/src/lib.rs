@@ -198,6 +198,23 @@ impl TestServer {
         }
     }
 
+    /// The bootstrap owner ("admin" of team "default") as a principal, for calls to the
+    /// service as the operator would make them (no token).
+    pub async fn owner_principal(&self) -> auth::Principal {
+        let store = &self.cairn().store;
+        let team = store
+            .team_by_name("default")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|| panic!("no default team"));
+        let owner = store
+            .first_owner(team.id)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|| panic!("no owner"));
+        cairn::service::principal_of(&owner, 0).unwrap_or_else(|e| panic!("{e}"))
+    }
+
     pub fn cairn(&self) -> &cairn::service::Cairn {
         match &self.running {
             Some(r) => &r.cairn,

@@ -109,17 +109,7 @@ async fn suggested_context_from_the_system_corpora(b: Backend) {
     require_model();
     let s = TestServer::start(b).await;
     let store = &s.cairn().store;
-    let team = store
-        .team_by_name("default")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-        .unwrap_or_else(|| panic!("no default team"));
-    let owner = store
-        .first_owner(team.id)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-        .unwrap_or_else(|| panic!("no owner"));
-    let p = cairn::service::principal_of(&owner, 0).unwrap_or_else(|e| panic!("{e}"));
+    let p = s.owner_principal().await;
 
     // No system corpora yet: the empty block, not an error.
     assert_eq!(suggested(&s, MESSAGE).await, "");

@@ -808,17 +808,7 @@ async fn suggested_context_tool(backend: Backend) {
     assert_eq!(c.text(0), "No suggested context for this message.\n");
 
     let store = &s.cairn().store;
-    let team = store
-        .team_by_name("default")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-        .unwrap_or_else(|| panic!("no default team"));
-    let owner = store
-        .first_owner(team.id)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-        .unwrap_or_else(|| panic!("no owner"));
-    let p = cairn::service::principal_of(&owner, 0).unwrap_or_else(|e| panic!("{e}"));
+    let p = s.owner_principal().await;
     let corpus = store
         .create_corpus(None, "operational_patterns", None)
         .await

@@ -5,6 +5,7 @@ use std::fmt;
 use std::str::FromStr;
 
 pub mod lexical;
+pub mod models;
 pub mod search;
 
 /// A user's role inside their team. Ordered from most to least powerful.

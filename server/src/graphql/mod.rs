@@ -6,6 +6,7 @@ pub mod error;
 pub mod guard;
 pub mod kg;
 pub mod loaders;
+pub mod models;
 pub mod search;
 pub mod types;
 
@@ -28,10 +29,16 @@ pub struct Query(
     documents::DocumentQuery,
     search::SearchQuery,
     kg::KgQuery,
+    models::ModelQuery,
 );
 
 #[derive(async_graphql::MergedObject, Default)]
-pub struct Mutation(CoreMutation, documents::DocumentMutation, kg::KgMutation);
+pub struct Mutation(
+    CoreMutation,
+    documents::DocumentMutation,
+    kg::KgMutation,
+    models::ModelMutation,
+);
 
 #[derive(async_graphql::MergedSubscription, Default)]
 pub struct SubscriptionRoot(CoreSubscription, documents::JobSubscription);

@@ -18,7 +18,8 @@ use std::time::Duration;
 
 use cairn_embed::{BatchDone, Embedder};
 use cairn_extract::chunk::{chunk, ChunkConfig};
-use cairn_extract::{detect, extract, Limits};
+use cairn_extract::ocr::Ocr;
+use cairn_extract::{detect, extract_with_ocr, Limits};
 use entity::prelude::Job;
 
 use crate::auth::Principal;
@@ -26,7 +27,7 @@ use crate::jobs::{
     IngestPayload, IngestResult, JobContext, JobError, JobKind, JobResult, KgPayload, Runner,
 };
 use crate::store::documents::{BlobRef, ChunkRow, StoreIngest, Target};
-use crate::store::Store;
+use crate::store::{NewUsage, Store};
 use blobs::BlobStore;
 
 /// Runs `ingest` jobs.
@@ -42,6 +43,8 @@ pub struct IngestRunner {
     pub extract_bin: Option<std::path::PathBuf>,
     /// The child's address-space limit.
     pub extract_memory_mb: u64,
+    /// OCR for pages without a text layer and images (`None`: they are stored without text).
+    pub ocr: Option<Ocr>,
     /// Queue a knowledge extraction of the document after a successful ingest.
     pub auto_kg: bool,
 }
@@ -58,7 +61,7 @@ impl IngestRunner {
 
     /// Extraction off the async runtime, bounded in time: the media type sniffed from the bytes
     /// (a PDF named `.txt` is a PDF; a DOCX is told from other zips by its parts) and the text.
-    async fn extract_text(&self, p: &IngestPayload) -> Result<(String, String), JobError> {
+    async fn extract_text(&self, p: &IngestPayload) -> Result<isolate::ExtractedText, JobError> {
         let path = self.blobs.path_of(&p.storage_uri);
         if let Some(bin) = &self.extract_bin {
             return isolate::extract_in_child(
@@ -66,6 +69,7 @@ impl IngestRunner {
                 &path,
                 &p.filename,
                 self.extract_memory_mb,
+                self.ocr.as_ref(),
                 self.extract_timeout,
             )
             .await
@@ -81,12 +85,17 @@ impl IngestRunner {
         }
         let filename = p.filename.clone();
         let limits = self.limits;
+        let ocr = self.ocr.clone();
         let work = tokio::task::spawn_blocking(move || {
             let bytes = std::fs::read(&path)
                 .map_err(|e| JobError::Transient(format!("cannot read the stored file: {e}")))?;
             let format = detect(&filename, &bytes);
-            extract(&bytes, format, &limits)
-                .map(|x| (format.mime_type().to_owned(), x.text))
+            extract_with_ocr(&bytes, format, &limits, ocr.as_ref())
+                .map(|x| isolate::ExtractedText {
+                    mime: format.mime_type().to_owned(),
+                    text: x.text,
+                    ocr_pages: x.ocr_pages,
+                })
                 .map_err(|e| JobError::Permanent(format!("text extraction failed: {e}")))
         });
         match tokio::time::timeout(self.extract_timeout, work).await {
@@ -109,8 +118,8 @@ fn chunk_count(n: usize) -> String {
     }
 }
 
-fn result_message(filename: &str, re_extracted: bool, chunks: usize) -> String {
-    match (re_extracted, chunks > 0) {
+fn result_message(filename: &str, re_extracted: bool, chunks: usize, ocr_pages: u32) -> String {
+    let message = match (re_extracted, chunks > 0) {
         (false, true) => format!("Ingested {filename}: {}, now searchable.", chunk_count(chunks)),
         (false, false) => format!(
             "Stored {filename}, but no text could be extracted (a scanned PDF or an image?). The document exists with 0 chunks."
@@ -122,6 +131,11 @@ fn result_message(filename: &str, re_extracted: bool, chunks: usize) -> String {
         (true, false) => format!(
             "Re-extracted {filename}, but still no text could be extracted; the document keeps 0 chunks."
         ),
+    };
+    match ocr_pages {
+        0 => message,
+        1 => format!("{message} 1 page was read by OCR."),
+        n => format!("{message} {n} pages were read by OCR."),
     }
 }
 
@@ -164,6 +178,7 @@ impl Runner for IngestRunner {
                         duplicate: true,
                         re_extracted: false,
                         extractable: true,
+                        ocr_pages: 0,
                         message: format!(
                             "{} is already in Cairn as document {} ({}): search it or read it there.",
                             p.filename,
@@ -180,7 +195,11 @@ impl Runner for IngestRunner {
         let re_extracted = matches!(target, Target::ReExtract { .. });
 
         ctx.progress("extracting", None, None).await?;
-        let (mime, text) = self.extract_text(&p).await?;
+        let isolate::ExtractedText {
+            mime,
+            text,
+            ocr_pages,
+        } = self.extract_text(&p).await?;
 
         ctx.progress("chunking", None, None).await?;
         let chunks = chunk(&text, &self.chunking);
@@ -204,9 +223,7 @@ impl Runner for IngestRunner {
                 tokio::select! {
                     biased;
                     Some(b) = rx.recv() => {
-                        self.store
-                            .insert_usage(job.team_id, "embed", &model, b.tokens as i64, 0, 0.0, Some(job.id))
-                            .await?;
+                        self.store.insert_usage(embed_usage(job, &model, b.tokens)).await?;
                         ctx.progress("embedding", Some(b.done as i64), Some(total)).await?;
                     }
                     r = &mut fut => break r.map_err(|e| JobError::Transient(format!("embedding failed: {e}")))?,
@@ -215,15 +232,7 @@ impl Runner for IngestRunner {
             // Batches that finished together with the last one.
             while let Ok(b) = rx.try_recv() {
                 self.store
-                    .insert_usage(
-                        job.team_id,
-                        "embed",
-                        &model,
-                        b.tokens as i64,
-                        0,
-                        0.0,
-                        Some(job.id),
-                    )
+                    .insert_usage(embed_usage(job, &model, b.tokens))
                     .await?;
             }
             ctx.progress("embedding", Some(total), Some(total)).await?;
@@ -280,7 +289,8 @@ impl Runner for IngestRunner {
             duplicate: false,
             re_extracted,
             extractable: n > 0,
-            message: result_message(&p.filename, re_extracted, n),
+            ocr_pages: u64::from(ocr_pages),
+            message: result_message(&p.filename, re_extracted, n, ocr_pages),
         }))
     }
 
@@ -311,4 +321,18 @@ impl Runner for IngestRunner {
 #[derive(Clone, Debug)]
 pub struct IngestSettings {
     pub max_upload_bytes: u64,
+}
+
+/// The `usage` row of one embedded batch of an ingest job.
+fn embed_usage<'a>(job: &Job, model: &'a str, tokens: usize) -> NewUsage<'a> {
+    NewUsage {
+        team_id: job.team_id,
+        kind: "embed",
+        role: None,
+        model,
+        input_tokens: NewUsage::tokens(tokens as u64),
+        output_tokens: 0,
+        cost_usd: 0.0,
+        job_id: Some(job.id),
+    }
 }

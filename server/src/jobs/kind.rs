@@ -72,8 +72,11 @@ pub struct IngestResult {
     /// The content was already readable as `document_id`: nothing new was stored.
     pub duplicate: bool,
     pub re_extracted: bool,
-    /// Whether any text came out (a scan without a text layer has none).
+    /// Whether any text came out (a scan without a text layer has none unless OCR read it).
     pub extractable: bool,
+    /// Pages (or images) whose text came from OCR (absent in rows written before OCR).
+    #[serde(default)]
+    pub ocr_pages: u64,
     pub message: String,
 }
 
@@ -347,6 +350,7 @@ mod tests {
             duplicate: false,
             re_extracted: false,
             extractable: true,
+            ocr_pages: 0,
             message: "x.md is searchable: 1 chunk.".into(),
         });
         let v = r.to_json();

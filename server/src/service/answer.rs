@@ -14,9 +14,11 @@ use super::search::{SearchHit, SearchRequest};
 use super::{Cairn, ServiceError, ServiceResult};
 use crate::auth::Principal;
 use crate::domain::lexical::Analyzer;
+use crate::domain::models::ModelRole;
 use crate::domain::search::{Relevance, SearchMode};
 use crate::store::search::ChunkView;
 use crate::store::vector::normalize;
+use crate::store::NewUsage;
 
 /// How many retrieved chunks an answer draws on.
 pub const ANSWER_SOURCES: usize = 6;
@@ -77,7 +79,8 @@ impl Cairn {
                 },
             )
             .await?;
-        let extractive = self.models.chat.is_none();
+        let chat = self.roles.resolve(p.team_id, ModelRole::Chat).await?;
+        let extractive = chat.client().is_none();
         if found.hits.is_empty() {
             return Ok(AnswerOutcome {
                 answer: "None of the documents you can read match this question.".into(),
@@ -87,7 +90,7 @@ impl Cairn {
                 usage: None,
             });
         }
-        match &self.models.chat {
+        match chat.client() {
             Some(llm) => {
                 self.llm_answer(p, llm, question.trim(), found.hits, found.relevance)
                     .await
@@ -110,12 +113,13 @@ impl Cairn {
         hits: &[SearchHit],
         relevance: Relevance,
     ) -> ServiceResult<Option<AnswerOutcome>> {
-        let Some(llm) = &self.models.chat else {
-            return Ok(None);
-        };
         if hits.is_empty() {
             return Ok(None);
         }
+        let chat = self.roles.resolve(p.team_id, ModelRole::Chat).await?;
+        let Some(llm) = chat.client() else {
+            return Ok(None);
+        };
         let sources: Vec<SearchHit> = hits.iter().take(ANSWER_SOURCES).cloned().collect();
         self.llm_answer(p, llm, question.trim(), sources, relevance)
             .await
@@ -160,15 +164,16 @@ impl Cairn {
                 message: format!("the language model failed: {e}"),
             })?;
         self.store
-            .insert_usage(
-                p.team_id,
-                "llm",
-                &reply.model,
-                i64::try_from(reply.input_tokens).unwrap_or(i64::MAX),
-                i64::try_from(reply.output_tokens).unwrap_or(i64::MAX),
-                reply.cost_usd,
-                None,
-            )
+            .insert_usage(NewUsage {
+                team_id: p.team_id,
+                kind: "llm",
+                role: Some(ModelRole::Chat),
+                model: &reply.model,
+                input_tokens: NewUsage::tokens(reply.input_tokens),
+                output_tokens: NewUsage::tokens(reply.output_tokens),
+                cost_usd: reply.cost_usd,
+                job_id: None,
+            })
             .await?;
         let answer = map.restore(&reply.content);
         let cited = cited_numbers(&answer, hits.len());

@@ -11,6 +11,7 @@ use crate::events::{Bus, Event, EventKind};
 use crate::ingest::blobs::BlobStore;
 use crate::ingest::IngestSettings;
 use crate::jobs::Queue;
+use crate::roles::{ModelRoles, RolesError};
 use crate::store::{self, Store, StoreError};
 
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +52,20 @@ impl From<StoreError> for ServiceError {
     }
 }
 
+impl From<RolesError> for ServiceError {
+    fn from(e: RolesError) -> Self {
+        match e {
+            RolesError::Store(s) => s.into(),
+            other @ (RolesError::Unopenable { .. } | RolesError::Endpoint { .. }) => {
+                ServiceError::Unavailable(other.to_string())
+            }
+            RolesError::Seal(s) => ServiceError::Unavailable(format!(
+                "API keys cannot be stored on this instance: {s}"
+            )),
+        }
+    }
+}
+
 pub type ServiceResult<T> = Result<T, ServiceError>;
 
 mod answer;
@@ -58,12 +73,14 @@ mod context;
 mod documents;
 pub mod kg;
 mod limits;
+mod models;
 pub mod search;
 mod session;
 pub use answer::{AnswerOutcome, Citation, LlmUsage};
 pub use context::{Prefetch, DATA_CATALOG, PREFETCH, PROVISIONAL_MARK};
 pub use documents::{job_filename, DocumentPage, UploadRequest, DOC_PAGE_CHARS};
 pub use limits::{RateLimit, RateLimiter};
+pub use models::{ModelSource, TeamModelInput, TeamModelView};
 pub use session::{Session, RECHECK_AFTER};
 
 // The view types: what the service hands its callers (`graphql`, `http`, the CLI) besides
@@ -84,14 +101,11 @@ pub fn principal_of(user: &User, token_id: i64) -> ServiceResult<Principal> {
     Ok(store::principal_of(user, token_id)?)
 }
 
-/// The models the core calls: the embedder (query vectors, extractive answers) and the LLM
-/// roles (`chat` for answers, `utility` for knowledge extraction), with the anonymizer that
-/// stands between user text and any LLM.
+/// The models the core calls besides the LLM roles ([`Cairn::roles`]): the embedder (query
+/// vectors, extractive answers) and the anonymizer that stands between user text and any LLM.
 #[derive(Clone, Debug, Default)]
 pub struct Models {
     pub embedder: Option<cairn_embed::Embedder>,
-    pub chat: Option<cairn_llm::LlmClient>,
-    pub utility: Option<cairn_llm::LlmClient>,
     /// `None`: emails, phone numbers and IBANs only (no name list).
     pub pii: Option<cairn_llm::Anonymizer>,
 }
@@ -112,6 +126,9 @@ pub struct Cairn {
     pub queue: Queue,
     pub settings: IngestSettings,
     pub models: Models,
+    /// Where each team's `chat` and `utility` calls go (its own endpoint, else the
+    /// instance's).
+    pub roles: ModelRoles,
     /// Per-team knowledge-extraction limits (`extractKnowledge` refuses a spent quota).
     pub kg_limits: crate::knowledge::KgLimits,
     /// Per-user buckets for `search`, `searchAll` and `answer` (RATE_LIMITED when empty).
@@ -137,11 +154,12 @@ impl Cairn {
         settings: IngestSettings,
     ) -> Cairn {
         Cairn {
-            store,
+            store: store.clone(),
             bus,
             blobs,
             queue,
             settings,
+            roles: ModelRoles::without_secret(store.clone()),
             models: Models::default(),
             kg_limits: crate::knowledge::KgLimits::default(),
             search_limiter: RateLimiter::new(RateLimit::default()),
@@ -188,6 +206,12 @@ impl Cairn {
     /// The same core with these knowledge-extraction limits.
     pub fn with_kg_limits(mut self, limits: crate::knowledge::KgLimits) -> Cairn {
         self.kg_limits = limits;
+        self
+    }
+
+    /// The same core with this LLM role resolver.
+    pub fn with_roles(mut self, roles: ModelRoles) -> Cairn {
+        self.roles = roles;
         self
     }
 

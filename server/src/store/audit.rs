@@ -8,29 +8,43 @@ use sea_orm::{ActiveModelTrait, ConnectionTrait, Set};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 
 use super::{Store, StoreResult};
+use crate::domain::models::ModelRole;
+
+/// One `usage` row: what a call cost and whom.
+#[derive(Clone, Copy, Debug)]
+pub struct NewUsage<'a> {
+    pub team_id: i64,
+    /// `embed` or `llm`.
+    pub kind: &'a str,
+    /// The LLM role the call was made for (`None` for embeddings).
+    pub role: Option<ModelRole>,
+    pub model: &'a str,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cost_usd: f64,
+    pub job_id: Option<i64>,
+}
+
+impl NewUsage<'_> {
+    /// Token counts as the column's type (saturating).
+    pub fn tokens(n: u64) -> i64 {
+        i64::try_from(n).unwrap_or(i64::MAX)
+    }
+}
 
 impl Store {
     // ---- usage ----------------------------------------------------------------------------
 
-    #[allow(clippy::too_many_arguments)]
-    pub async fn insert_usage(
-        &self,
-        team_id: i64,
-        kind: &str,
-        model: &str,
-        input_tokens: i64,
-        output_tokens: i64,
-        cost_usd: f64,
-        job_id: Option<i64>,
-    ) -> StoreResult<()> {
+    pub async fn insert_usage(&self, u: NewUsage<'_>) -> StoreResult<()> {
         UsageActive {
-            team_id: Set(team_id),
-            kind: Set(kind.to_owned()),
-            model: Set(model.to_owned()),
-            input_tokens: Set(input_tokens),
-            output_tokens: Set(output_tokens),
-            cost_usd: Set(cost_usd),
-            job_id: Set(job_id),
+            team_id: Set(u.team_id),
+            kind: Set(u.kind.to_owned()),
+            role: Set(u.role.map(|r| r.as_str().to_owned())),
+            model: Set(u.model.to_owned()),
+            input_tokens: Set(u.input_tokens),
+            output_tokens: Set(u.output_tokens),
+            cost_usd: Set(u.cost_usd),
+            job_id: Set(u.job_id),
             at: Set(Utc::now()),
             ..Default::default()
         }
@@ -60,6 +74,15 @@ impl Store {
     }
 
     // ---- audit -----------------------------------------------------------------------------
+
+    /// Every audit row, oldest first (tests).
+    #[cfg(any(test, feature = "testing"))]
+    pub async fn audit_rows(&self) -> StoreResult<Vec<Audit>> {
+        Ok(AuditRows::find()
+            .order_by_asc(AuditColumn::Id)
+            .all(&self.db)
+            .await?)
+    }
 
     pub async fn audit(
         &self,

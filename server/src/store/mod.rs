@@ -26,6 +26,7 @@
 //! - [`kg`]: the knowledge graph (an extraction stored in one transaction; the mention rule
 //!   as SQL).
 //! - [`jobs`]: the durable job queue's rows (claim under lease, finish, cancel).
+//! - `models`: a team's own LLM endpoints per role (`team_models`; the key arrives sealed).
 //! - `audit`: usage and audit rows.
 //!
 //! and the helpers every file shares:
@@ -55,6 +56,7 @@ pub mod documents;
 pub mod jobs;
 pub mod kg;
 pub mod lexical;
+mod models;
 pub mod readable;
 pub mod search;
 mod sql;
@@ -64,10 +66,12 @@ pub mod vindex;
 use sea_orm::{DatabaseConnection, DbErr, SqlErr};
 
 pub use accounts::{principal_of, role_of};
+pub use audit::NewUsage;
 pub use connection::Tuning;
 pub use corpora::CorpusCounts;
 #[cfg(any(test, feature = "testing"))]
 pub use documents::NewDocument;
+pub use models::NewTeamModel;
 #[cfg(any(test, feature = "testing"))]
 pub use search::pg_vector_channel_statement;
 #[cfg(any(test, feature = "testing"))]

@@ -1,0 +1,2 @@
+ALTER TABLE usage DROP COLUMN role;
+DROP TABLE team_models;
