@@ -10,6 +10,8 @@ pub struct Model {
     pub id: i64,
     pub name: String,
     pub created_at: DateTimeUtc,
+    /// Uploads are hashed with an HMAC keyed for this team: its blobs are never shared.
+    pub isolate_content: bool,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

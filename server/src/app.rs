@@ -184,7 +184,7 @@ async fn build_core(cfg: &Config, embedder: Option<Embedder>) -> Result<Cairn, S
         .map_err(|e| StartError::Config(format!("secret key: {e}")))?;
     let roles = crate::roles::ModelRoles::new(
         store.clone(),
-        secret,
+        secret.clone(),
         crate::roles::InstanceModels {
             chat: llm_client(cfg, cfg.llm_chat())?,
             utility: utility.clone(),
@@ -226,6 +226,7 @@ async fn build_core(cfg: &Config, embedder: Option<Embedder>) -> Result<Cairn, S
     .with_fusion(cfg.fusion())
     .with_prefetch_data_catalog(cfg.prefetch_data_catalog)
     .with_roles(roles)
+    .with_secret(secret)
     .with_models(Models {
         embedder,
         pii: Some(

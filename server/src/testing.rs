@@ -5,6 +5,7 @@
 //! than a copy of it. Nothing in the server uses this module; a build without the feature
 //! does not have it.
 
+pub use crate::ingest::blobs::ContentKey;
 pub use crate::store::documents::{BlobRef, ChunkRow, StoreIngest, Target};
 pub use crate::store::vector::normalize;
 pub use crate::store::vindex::{DocMeta, VectorIndex};

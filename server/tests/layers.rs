@@ -210,7 +210,7 @@ fn allowed_layers(top: &str) -> &'static [&'static str] {
         "mcp" => &["service", "domain"],
         "http" => &["graphql", "mcp", "service"],
         "config" => &["domain", "knowledge", "service"],
-        "testing" => &["store"],
+        "testing" => &["store", "ingest"],
         _ => &[
             "app",
             "auth",

@@ -724,7 +724,11 @@ async fn delete_keeps_the_blob_a_queued_job_needs(backend: Backend) {
     let text = b"Blob race. The same bytes twice.".to_vec();
     let blob = cairn
         .blobs
-        .write(std::io::Cursor::new(text.clone()), 1 << 20)
+        .write(
+            std::io::Cursor::new(text.clone()),
+            1 << 20,
+            cairn::testing::ContentKey::Shared,
+        )
         .unwrap_or_else(|e| panic!("{e}"));
     let (doc, _) = store
         .store_ingest(cairn::testing::StoreIngest {

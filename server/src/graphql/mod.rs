@@ -214,6 +214,22 @@ pub struct CoreMutation;
 
 #[Object]
 impl CoreMutation {
+    /// Whether the caller's team isolates its content (needs `admin`): on, its uploads are
+    /// hashed with a key of its own, so its files are never shared with another team (even
+    /// for the same bytes). Applies to uploads from then on.
+    async fn set_content_isolation(
+        &self,
+        ctx: &Context<'_>,
+        enabled: bool,
+    ) -> async_graphql::Result<types::GqlTeam> {
+        let p = principal_of(ctx)?;
+        let t = cairn_of(ctx)?
+            .set_content_isolation(p, enabled)
+            .await
+            .map_err(api)?;
+        Ok(t.into())
+    }
+
     /// Creates a corpus in the caller's team (needs `corpus.create`).
     async fn create_corpus(
         &self,

@@ -25,6 +25,9 @@ pub struct GqlTeam {
     pub id: ID,
     pub name: String,
     pub created_at: DateTime<Utc>,
+    /// Uploads are hashed with the team's own key: its files are never shared with another
+    /// team (`setContentIsolation`).
+    pub isolate_content: bool,
 }
 
 impl From<entity::prelude::Team> for GqlTeam {
@@ -33,6 +36,7 @@ impl From<entity::prelude::Team> for GqlTeam {
             id: ID(t.id.to_string()),
             name: t.name,
             created_at: t.created_at,
+            isolate_content: t.isolate_content,
         }
     }
 }

@@ -59,6 +59,31 @@ impl IngestRunner {
             })
     }
 
+    /// Heal-on-write (seed 004): when the blob row of this content names a file that is gone
+    /// (a row from an older layout, a lost disk) and this upload's file is there, the row is
+    /// pointed at it, so every document of that content has its bytes again.
+    async fn heal_blob(&self, p: &IngestPayload) -> Result<(), JobError> {
+        let Some(row) = self.store.blob_by_hash(&p.content_hash).await? else {
+            return Ok(());
+        };
+        if row.storage_uri != p.storage_uri
+            && !self.blobs.exists(&row.storage_uri)
+            && self.blobs.exists(&p.storage_uri)
+            && self
+                .store
+                .repair_blob_uri(&p.content_hash, &row.storage_uri, &p.storage_uri)
+                .await?
+        {
+            tracing::info!(
+                content_hash = %p.content_hash,
+                missing = %row.storage_uri,
+                now = %p.storage_uri,
+                "blob row healed: its file was missing"
+            );
+        }
+        Ok(())
+    }
+
     /// Extraction off the async runtime, bounded in time: the media type sniffed from the bytes
     /// (a PDF named `.txt` is a PDF; a DOCX is told from other zips by its parts) and the text.
     async fn extract_text(&self, p: &IngestPayload) -> Result<isolate::ExtractedText, JobError> {
@@ -149,6 +174,7 @@ impl Runner for IngestRunner {
             )));
         };
         let owner = self.owner(job, &p).await?;
+        self.heal_blob(&p).await?;
 
         // Dedup on content: a readable document with this content and chunks is the answer.
         let mut target = match p.document_id {

@@ -92,6 +92,20 @@ impl SecretKey {
         }
     }
 
+    /// A 32-byte key for one purpose, derived from the instance's key: HMAC-SHA256 of
+    /// `context` (e.g. a team's content-isolation key). The same on every process that holds
+    /// the same instance key; useless without it.
+    pub fn derive(&self, context: &str) -> [u8; 32] {
+        use hmac::Mac;
+        let mut mac = match <hmac::Hmac<sha2::Sha256> as Mac>::new_from_slice(&self.0[..]) {
+            Ok(m) => m,
+            // HMAC takes a key of any length; this arm cannot be reached.
+            Err(_) => return [0u8; 32],
+        };
+        mac.update(context.as_bytes());
+        mac.finalize().into_bytes().into()
+    }
+
     /// Seals `plain` for the record `context` names (team and role).
     pub fn seal(&self, plain: &str, context: &str) -> Result<String, SecretError> {
         let nonce_bytes: [u8; NONCE_BYTES] = rand::random();
@@ -193,6 +207,18 @@ mod tests {
                 .unwrap_or_default();
             assert_eq!(mode, 0o600);
         }
+    }
+
+    #[test]
+    fn derived_keys_depend_on_the_key_and_the_context() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let a =
+            SecretKey::load(Some(&"0f".repeat(32)), dir.path()).unwrap_or_else(|e| panic!("{e}"));
+        let b =
+            SecretKey::load(Some(&"1f".repeat(32)), dir.path()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(a.derive("team=1"), a.derive("team=1"));
+        assert_ne!(a.derive("team=1"), a.derive("team=2"));
+        assert_ne!(a.derive("team=1"), b.derive("team=1"));
     }
 
     #[test]

@@ -135,9 +135,10 @@ impl Cairn {
                 .filter(|d| auth::may_replace(p, d.team_id, d.owner_id) && d.corpus_id == corpus.id)
                 .ok_or(ServiceError::NotFound("document"))?;
         }
+        let key = self.content_key(p.team_id).await?;
         let blobs = self.blobs.clone();
         let limit = self.settings.max_upload_bytes;
-        let stored = tokio::task::spawn_blocking(move || blobs.write(content, limit))
+        let stored = tokio::task::spawn_blocking(move || blobs.write(content, limit, key))
             .await
             .map_err(|e| ServiceError::Internal(e.to_string()))?
             .map_err(|e| match e {

@@ -69,6 +69,7 @@ impl From<RolesError> for ServiceError {
 pub type ServiceResult<T> = Result<T, ServiceError>;
 
 mod answer;
+mod content;
 mod context;
 mod documents;
 pub mod kg;
@@ -129,6 +130,9 @@ pub struct Cairn {
     /// Where each team's `chat` and `utility` calls go (its own endpoint, else the
     /// instance's).
     pub roles: ModelRoles,
+    /// The instance's secret key (team content-isolation keys derive from it); `None` in a
+    /// core built without one.
+    pub secret: Option<crate::roles::SecretKey>,
     /// Per-team knowledge-extraction limits (`extractKnowledge` refuses a spent quota).
     pub kg_limits: crate::knowledge::KgLimits,
     /// Per-user buckets for `search`, `searchAll` and `answer` (RATE_LIMITED when empty).
@@ -160,6 +164,7 @@ impl Cairn {
             queue,
             settings,
             roles: ModelRoles::without_secret(store.clone()),
+            secret: None,
             models: Models::default(),
             kg_limits: crate::knowledge::KgLimits::default(),
             search_limiter: RateLimiter::new(RateLimit::default()),
@@ -206,6 +211,12 @@ impl Cairn {
     /// The same core with these knowledge-extraction limits.
     pub fn with_kg_limits(mut self, limits: crate::knowledge::KgLimits) -> Cairn {
         self.kg_limits = limits;
+        self
+    }
+
+    /// The same core with the instance's secret key.
+    pub fn with_secret(mut self, secret: crate::roles::SecretKey) -> Cairn {
+        self.secret = Some(secret);
         self
     }
 

@@ -37,6 +37,23 @@ impl Store {
             .await?)
     }
 
+    /// Sets whether the team's uploads are hashed with its own key; the team as it is now.
+    pub async fn set_team_isolation(
+        &self,
+        team_id: i64,
+        isolate: bool,
+    ) -> StoreResult<Option<Team>> {
+        Teams::update_many()
+            .col_expr(
+                TeamColumn::IsolateContent,
+                sea_orm::sea_query::Expr::value(isolate),
+            )
+            .filter(TeamColumn::Id.eq(team_id))
+            .exec(&self.db)
+            .await?;
+        Ok(Teams::find_by_id(team_id).one(&self.db).await?)
+    }
+
     pub async fn create_team(&self, name: &str) -> StoreResult<Team> {
         insert_team(&self.db, name).await
     }
@@ -172,6 +189,7 @@ async fn insert_team<C: ConnectionTrait>(db: &C, name: &str) -> StoreResult<Team
     TeamActive {
         name: Set(name.to_owned()),
         created_at: Set(Utc::now()),
+        isolate_content: Set(false),
         ..Default::default()
     }
     .insert(db)

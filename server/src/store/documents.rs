@@ -482,6 +482,58 @@ impl Store {
         Ok(orphans)
     }
 
+    /// The blob row of this content, if any.
+    pub async fn blob_by_hash(&self, content_hash: &str) -> StoreResult<Option<ContentBlob>> {
+        Ok(ContentBlobs::find()
+            .filter(ContentBlobColumn::ContentHash.eq(content_hash))
+            .one(&self.db)
+            .await?)
+    }
+
+    /// Heal-on-write: points the blob row of `content_hash` at `storage_uri` (a file the
+    /// caller just wrote) when it names `missing_uri`, whose file is gone. Whether it changed.
+    pub async fn repair_blob_uri(
+        &self,
+        content_hash: &str,
+        missing_uri: &str,
+        storage_uri: &str,
+    ) -> StoreResult<bool> {
+        let r = ContentBlobs::update_many()
+            .col_expr(
+                ContentBlobColumn::StorageUri,
+                sea_orm::sea_query::Expr::value(storage_uri),
+            )
+            .filter(ContentBlobColumn::ContentHash.eq(content_hash))
+            .filter(ContentBlobColumn::StorageUri.eq(missing_uri))
+            .exec(&self.db)
+            .await?;
+        Ok(r.rows_affected > 0)
+    }
+
+    /// Every blob row, by id (tests).
+    #[cfg(any(test, feature = "testing"))]
+    pub async fn blob_rows(&self) -> StoreResult<Vec<ContentBlob>> {
+        Ok(ContentBlobs::find()
+            .order_by_asc(ContentBlobColumn::Id)
+            .all(&self.db)
+            .await?)
+    }
+
+    /// Points a blob row at another path (tests: a row written under an older layout whose
+    /// file is gone).
+    #[cfg(any(test, feature = "testing"))]
+    pub async fn set_blob_uri(&self, content_hash: &str, storage_uri: &str) -> StoreResult<()> {
+        ContentBlobs::update_many()
+            .col_expr(
+                ContentBlobColumn::StorageUri,
+                sea_orm::sea_query::Expr::value(storage_uri),
+            )
+            .filter(ContentBlobColumn::ContentHash.eq(content_hash))
+            .exec(&self.db)
+            .await?;
+        Ok(())
+    }
+
     /// Whether a blob row exists for this content.
     pub async fn blob_row_exists(&self, content_hash: &str) -> StoreResult<bool> {
         Ok(ContentBlobs::find()
