@@ -217,7 +217,8 @@ async fn real_multi_page_pdf(b: Backend) {
     s.stop().await;
 }
 
-/// Files under the data directory other than the database's own.
+/// Files under the data directory other than the database's own, the initial token and the
+/// instance's secret key.
 fn data_files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -230,6 +231,7 @@ fn data_files(dir: &Path) -> Vec<PathBuf> {
                 .file_name()
                 .is_some_and(|n| n.to_string_lossy().starts_with("cairn.db"))
                 && !p.ends_with("initial-token")
+                && !p.ends_with("secret.key")
             {
                 out.push(p);
             }
