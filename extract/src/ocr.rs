@@ -183,6 +183,7 @@ impl Ocr {
             ],
             dir,
             "pdftoppm",
+            &format!("page-{n}"),
         )?;
         let png = root.with_extension("png");
         let text = self.recognize(&png, dir, &format!("page-{n}"));
@@ -207,6 +208,7 @@ impl Ocr {
             ],
             dir,
             "tesseract",
+            stem,
         )?;
         let txt = out.with_extension("txt");
         let text = std::fs::read(&txt).map_err(|e| OcrError::Io(e.to_string()))?;
@@ -214,13 +216,15 @@ impl Ocr {
         Ok(tidy_ocr(&String::from_utf8_lossy(&text)))
     }
 
-    /// Runs `program` with `args` in `dir` under the per-page limits.
+    /// Runs `program` with `args` in `dir` under the per-page limits. `stem` names the page:
+    /// pages run in parallel in one directory, so each run's stderr file is its own.
     fn run(
         &self,
         program: &Path,
         args: &[&std::ffi::OsStr],
         dir: &Path,
         name: &str,
+        stem: &str,
     ) -> Result<(), OcrError> {
         let mut cmd = match &self.prlimit {
             Some(prlimit) => {
@@ -231,7 +235,7 @@ impl Ocr {
             }
             None => Command::new(program),
         };
-        let stderr_path = dir.join(format!("{name}-{}.err", std::process::id()));
+        let stderr_path = dir.join(format!("{stem}.{name}.err"));
         let stderr =
             std::fs::File::create(&stderr_path).map_err(|e| OcrError::Io(e.to_string()))?;
         let mut child = cmd
