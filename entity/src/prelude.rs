@@ -20,6 +20,18 @@ pub use super::document_versions::{
     ActiveModel as DocumentVersionActive, Column as DocumentVersionColumn,
     Entity as DocumentVersions, Model as DocumentVersion,
 };
+pub use super::document_classifications::{
+    ActiveModel as ClassificationActive, Column as ClassificationColumn,
+    Entity as Classifications, Model as Classification,
+};
+pub use super::document_types::{
+    ActiveModel as DocumentTypeActive, Column as DocumentTypeColumn, Entity as DocumentTypes,
+    Model as DocumentType,
+};
+pub use super::processing_results::{
+    ActiveModel as ProcessingResultActive, Column as ProcessingResultColumn,
+    Entity as ProcessingResults, Model as ProcessingResult,
+};
 pub use super::documents::{
     ActiveModel as DocumentActive, Column as DocumentColumn, Entity as Documents, Model as Document,
 };

@@ -12,6 +12,10 @@ pub struct Model {
     pub created_at: DateTimeUtc,
     /// Uploads are hashed with an HMAC keyed for this team: its blobs are never shared.
     pub isolate_content: bool,
+    /// The starter document types were written once.
+    pub taxonomy_seeded: bool,
+    /// processDocument may add the type it suggests to the taxonomy.
+    pub extend_taxonomy: bool,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -169,7 +169,7 @@ impl Refusal {
 }
 
 /// Strip surrounding whitespace and one Markdown code fence (```` ```json … ``` ````).
-fn unfence(raw: &str) -> &str {
+pub fn unfence(raw: &str) -> &str {
     let t = raw.trim();
     if let Some(rest) = t.strip_prefix("```") {
         if let Some(body) = rest.strip_suffix("```") {

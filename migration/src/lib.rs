@@ -14,6 +14,7 @@ mod m20261202_000003_index_changes;
 mod m20261202_000004_bm25;
 mod m20261202_000005_team_models;
 mod m20261203_000006_content_isolation;
+mod m20261203_000007_processing;
 
 /// The SQL of one migration for the connected backend (SQLite or PostgreSQL).
 pub(crate) fn sql_for<'a>(
@@ -43,6 +44,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000004_bm25::Migration),
             Box::new(m20261202_000005_team_models::Migration),
             Box::new(m20261203_000006_content_isolation::Migration),
+            Box::new(m20261203_000007_processing::Migration),
         ]
     }
 }

@@ -198,9 +198,18 @@ async fn build_core(cfg: &Config, embedder: Option<Embedder>) -> Result<Cairn, S
         roles.clone(),
         cfg.kg_limits(),
     );
+    let processing = crate::processing::ProcessRunner {
+        processor: Arc::new(crate::processing::Processor::new(
+            store.clone(),
+            embedder.clone(),
+            roles.clone(),
+            cfg.process_min_confidence,
+        )),
+    };
     let mut runners: HashMap<&'static str, Arc<dyn Runner>> = HashMap::new();
     runners.insert(crate::jobs::INGEST, Arc::new(ingest));
     runners.insert(crate::jobs::KG_EXTRACT, Arc::new(kg));
+    runners.insert(crate::jobs::PROCESS_DOCUMENT, Arc::new(processing));
     let queue = Queue::start(
         store.clone(),
         bus.clone(),
@@ -225,6 +234,7 @@ async fn build_core(cfg: &Config, embedder: Option<Embedder>) -> Result<Cairn, S
     .with_bm25(cfg.bm25())
     .with_fusion(cfg.fusion())
     .with_prefetch_data_catalog(cfg.prefetch_data_catalog)
+    .with_process_min_confidence(cfg.process_min_confidence)
     .with_roles(roles)
     .with_secret(secret)
     .with_models(Models {

@@ -327,6 +327,16 @@ pub struct Config {
     )]
     pub rrf_lexical_weight: f64,
 
+    /// processDocument looks for a better type (and may extend the taxonomy) when the
+    /// classification's confidence is under this.
+    #[arg(
+        long,
+        env = "CAIRN_PROCESS_MIN_CONFIDENCE",
+        default_value_t = 0.5,
+        global = true
+    )]
+    pub process_min_confidence: f64,
+
     /// Log format on stderr.
     #[arg(long, env = "CAIRN_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
     pub log_format: LogFormat,
@@ -428,6 +438,7 @@ impl Config {
             rrf_k_vector: 60.0,
             rrf_k_lexical: 60.0,
             rrf_lexical_weight: 1.0,
+            process_min_confidence: 0.5,
             log_format: LogFormat::Text,
         }
     }

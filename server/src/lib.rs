@@ -30,6 +30,7 @@
 //! - `jobs`: the durable job queue (leases, retries, cancel), its typed job model and workers.
 //! - `ingest`: upload safety steps, blob files, and the ingest job.
 //! - `knowledge`: the knowledge-extraction job.
+//! - `processing`: document classification, extraction and the `process_document` job.
 //! - `roles`: model roles at run time: a team's own `chat`/`utility` endpoint, else the
 //!   instance's; seals and opens the teams' API keys.
 //! - `graphql`: schema, thin resolvers, dataloaders, error codes; the only GraphQL module.
@@ -54,6 +55,7 @@ mod ingest;
 mod jobs;
 mod knowledge;
 mod mcp;
+mod processing;
 mod roles;
 mod store;
 
@@ -63,5 +65,5 @@ pub mod testing;
 pub use events::{Bus, Event, EventKind, JobEvent};
 pub use graphql::sdl;
 pub use ingest::isolate::child_main as extraction_child_main;
-pub use jobs::{IngestResult, JobResult, KgResult};
+pub use jobs::{IngestResult, JobResult, KgResult, ProcessResult};
 pub use store::{Store, StoreError};

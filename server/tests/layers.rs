@@ -195,6 +195,7 @@ fn allowed_layers(top: &str) -> &'static [&'static str] {
         "jobs" => &["events", "store", "domain"],
         "ingest" => &["jobs", "store", "auth", "domain"],
         "knowledge" => &["jobs", "store", "auth", "domain", "roles"],
+        "processing" => &["jobs", "store", "auth", "domain", "roles"],
         "roles" => &["store", "domain"],
         "service" => &[
             "auth",
@@ -204,6 +205,7 @@ fn allowed_layers(top: &str) -> &'static [&'static str] {
             "jobs",
             "ingest",
             "knowledge",
+            "processing",
             "roles",
         ],
         "graphql" => &["service", "domain"],
@@ -223,6 +225,7 @@ fn allowed_layers(top: &str) -> &'static [&'static str] {
             "jobs",
             "knowledge",
             "mcp",
+            "processing",
             "roles",
             "service",
             "store",

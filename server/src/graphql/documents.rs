@@ -175,6 +175,26 @@ impl GqlDocument {
     async fn versions(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<GqlDocumentVersion>> {
         load_list(&loaders_of(ctx)?.versions, self.raw_id).await
     }
+
+    /// The current version's type (`classifyDocument`, `processDocument`), if classified.
+    async fn classification(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<Option<super::processing::GqlClassification>> {
+        Ok(load(&loaders_of(ctx)?.classifications, self.raw_id)
+            .await?
+            .map(Into::into))
+    }
+
+    /// The newest `processDocument` result of the current version, if any.
+    async fn processing(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<Option<super::processing::GqlProcessingResult>> {
+        Ok(load(&loaders_of(ctx)?.processing, self.raw_id)
+            .await?
+            .map(Into::into))
+    }
 }
 
 impl From<(DocumentVersion, Option<ContentBlob>)> for GqlDocumentVersion {

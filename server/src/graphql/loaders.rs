@@ -7,7 +7,10 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use async_graphql::dataloader::{CacheFactory, DataLoader, HashMapCache, Loader};
-use entity::prelude::{Chunk, ContentBlob, Corpus, Document, DocumentVersion, Team, User};
+use entity::prelude::{
+    Chunk, Classification, ContentBlob, Corpus, Document, DocumentVersion, ProcessingResult, Team,
+    User,
+};
 
 use super::error::loaded;
 use crate::service::{
@@ -242,6 +245,24 @@ loader!(
     }
 );
 
+loader!(
+    /// The current version's classification of readable documents, by document id.
+    ClassificationLoader: i64 => Classification,
+    |cairn, p, keys| Ok(by_id(
+        cairn.document_classifications(p, keys).await?,
+        |c| c.document_id,
+    ))
+);
+
+loader!(
+    /// The newest processing result of readable documents' current versions, by document id.
+    ProcessingLoader: i64 => ProcessingResult,
+    |cairn, p, keys| Ok(by_id(
+        cairn.document_processing(p, keys).await?,
+        |r| r.document_id,
+    ))
+);
+
 /// The per-request data a resolver may rely on once the caller is authenticated.
 pub struct Loaders {
     pub corpora: DataLoader<CorpusLoader>,
@@ -252,6 +273,8 @@ pub struct Loaders {
     pub teams: DataLoader<TeamLoader>,
     pub users: DataLoader<UserLoader>,
     pub corpus_counts: DataLoader<CorpusCountsLoader>,
+    pub classifications: DataLoader<ClassificationLoader>,
+    pub processing: DataLoader<ProcessingLoader>,
     // The knowledge-graph loaders cache per request, so a list resolver can prime them for
     // its whole page (`graphql::kg::prime`) and the per-item fields never query again: the
     // statement count of a nested `entities` query does not depend on batching timing.
@@ -276,6 +299,11 @@ impl Loaders {
             teams: DataLoader::new(TeamLoader::new(cairn, principal), tokio::spawn),
             users: DataLoader::new(UserLoader::new(cairn, principal), tokio::spawn),
             corpus_counts: DataLoader::new(CorpusCountsLoader::new(cairn, principal), tokio::spawn),
+            classifications: DataLoader::new(
+                ClassificationLoader::new(cairn, principal),
+                tokio::spawn,
+            ),
+            processing: DataLoader::new(ProcessingLoader::new(cairn, principal), tokio::spawn),
             kg_entities: DataLoader::with_cache(
                 KgEntityLoader::new(cairn, principal),
                 tokio::spawn,

@@ -7,6 +7,7 @@ pub mod guard;
 pub mod kg;
 pub mod loaders;
 pub mod models;
+pub mod processing;
 pub mod search;
 pub mod types;
 
@@ -30,6 +31,7 @@ pub struct Query(
     search::SearchQuery,
     kg::KgQuery,
     models::ModelQuery,
+    processing::ProcessingQuery,
 );
 
 #[derive(async_graphql::MergedObject, Default)]
@@ -38,6 +40,7 @@ pub struct Mutation(
     documents::DocumentMutation,
     kg::KgMutation,
     models::ModelMutation,
+    processing::ProcessingMutation,
 );
 
 #[derive(async_graphql::MergedSubscription, Default)]

@@ -28,6 +28,9 @@ pub struct GqlTeam {
     /// Uploads are hashed with the team's own key: its files are never shared with another
     /// team (`setContentIsolation`).
     pub isolate_content: bool,
+    /// processDocument may add the types it suggests to the taxonomy
+    /// (`setTaxonomyExtension`).
+    pub extend_taxonomy: bool,
 }
 
 impl From<entity::prelude::Team> for GqlTeam {
@@ -37,6 +40,7 @@ impl From<entity::prelude::Team> for GqlTeam {
             name: t.name,
             created_at: t.created_at,
             isolate_content: t.isolate_content,
+            extend_taxonomy: t.extend_taxonomy,
         }
     }
 }

@@ -19,6 +19,8 @@ use crate::store::jobs::NewJob;
 pub const INGEST: &str = "ingest";
 /// The `kind` column of a knowledge-extraction job.
 pub const KG_EXTRACT: &str = "kg_extract";
+/// The `kind` column of a document-processing job.
+pub const PROCESS_DOCUMENT: &str = "process_document";
 
 /// Attempts before a job fails for good (retries back off exponentially).
 const MAX_ATTEMPTS: i32 = 3;
@@ -28,6 +30,7 @@ const MAX_ATTEMPTS: i32 = 3;
 pub enum JobKind {
     Ingest(IngestPayload),
     KgExtract(KgPayload),
+    Process(ProcessPayload),
 }
 
 /// What the upload hands to an ingest job.
@@ -55,11 +58,22 @@ pub struct KgPayload {
     pub document_ids: Option<Vec<i64>>,
 }
 
+/// What `processDocument` hands to the job.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessPayload {
+    pub requested_by: i64,
+    pub document_id: i64,
+    pub corpus_id: i64,
+    /// The document was private when the job was queued: its details are for its creator.
+    pub private: bool,
+}
+
 /// How a job ended well.
 #[derive(Clone, Debug, PartialEq)]
 pub enum JobResult {
     Ingest(IngestResult),
     KgExtract(KgResult),
+    Process(ProcessResult),
 }
 
 /// An ingest's outcome.
@@ -97,6 +111,34 @@ pub struct KgResult {
     pub message: String,
 }
 
+/// A document processing's outcome.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProcessResult {
+    pub document_id: i64,
+    pub version: i32,
+    /// The stored processing result.
+    pub result_id: i64,
+    /// The type the document was processed as.
+    #[serde(rename = "type")]
+    pub doc_type: String,
+    pub confidence: f64,
+    /// `llm` or `zero_shot`.
+    pub method: String,
+    /// The taxonomy gained the suggested type.
+    pub extended_taxonomy: bool,
+    /// The type the model suggested, when the classification was not confident.
+    pub suggested_type: Option<String>,
+    pub schema_generated: bool,
+    /// `schema` or `tables`.
+    pub mode: String,
+    pub fields: u64,
+    pub tables: u64,
+    pub llm_calls: u32,
+    pub cost_usd: f64,
+    pub message: String,
+}
+
 /// One document a knowledge extraction could not do.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -116,6 +158,7 @@ impl JobKind {
         match job.kind.as_str() {
             INGEST => Ok(JobKind::Ingest(parse(job)?)),
             KG_EXTRACT => Ok(JobKind::KgExtract(parse(job)?)),
+            PROCESS_DOCUMENT => Ok(JobKind::Process(parse(job)?)),
             other => Err(JobError::Permanent(format!("unknown job kind `{other}`"))),
         }
     }
@@ -125,6 +168,7 @@ impl JobKind {
         match self {
             JobKind::Ingest(_) => INGEST,
             JobKind::KgExtract(_) => KG_EXTRACT,
+            JobKind::Process(_) => PROCESS_DOCUMENT,
         }
     }
 
@@ -133,6 +177,7 @@ impl JobKind {
         let (corpus_id, payload) = match self {
             JobKind::Ingest(p) => (Some(p.corpus_id), serde_json::to_value(p)?),
             JobKind::KgExtract(p) => (p.corpus_id, serde_json::to_value(p)?),
+            JobKind::Process(p) => (Some(p.corpus_id), serde_json::to_value(p)?),
         };
         Ok(NewJob {
             team_id,
@@ -148,6 +193,7 @@ impl JobKind {
     pub fn document_id(&self) -> Option<i64> {
         match self {
             JobKind::Ingest(p) => p.document_id,
+            JobKind::Process(p) => Some(p.document_id),
             JobKind::KgExtract(_) => None,
         }
     }
@@ -156,13 +202,17 @@ impl JobKind {
     pub fn filename(&self) -> Option<&str> {
         match self {
             JobKind::Ingest(p) => Some(&p.filename),
-            JobKind::KgExtract(_) => None,
+            JobKind::KgExtract(_) | JobKind::Process(_) => None,
         }
     }
 
     /// Whether the job concerns a private upload: its details are for its creator only.
     pub fn is_private(&self) -> bool {
-        matches!(self, JobKind::Ingest(p) if p.visibility == Visibility::Private)
+        match self {
+            JobKind::Ingest(p) => p.visibility == Visibility::Private,
+            JobKind::Process(p) => p.private,
+            JobKind::KgExtract(_) => false,
+        }
     }
 
     /// The stage a succeeded job of this kind ends in.
@@ -170,6 +220,7 @@ impl JobKind {
         match self {
             JobKind::Ingest(_) => "searchable",
             JobKind::KgExtract(_) => "extracted",
+            JobKind::Process(_) => "processed",
         }
     }
 }
@@ -182,6 +233,7 @@ impl JobResult {
         match kind {
             INGEST => serde_json::from_value(r).ok().map(JobResult::Ingest),
             KG_EXTRACT => serde_json::from_value(r).ok().map(JobResult::KgExtract),
+            PROCESS_DOCUMENT => serde_json::from_value(r).ok().map(JobResult::Process),
             _ => None,
         }
     }
@@ -191,6 +243,7 @@ impl JobResult {
         let v = match self {
             JobResult::Ingest(r) => serde_json::to_value(r),
             JobResult::KgExtract(r) => serde_json::to_value(r),
+            JobResult::Process(r) => serde_json::to_value(r),
         };
         v.unwrap_or(Json::Null)
     }
@@ -199,6 +252,7 @@ impl JobResult {
     pub fn document_id(&self) -> Option<i64> {
         match self {
             JobResult::Ingest(r) => Some(r.document_id),
+            JobResult::Process(r) => Some(r.document_id),
             JobResult::KgExtract(_) => None,
         }
     }
@@ -207,6 +261,7 @@ impl JobResult {
         match self {
             JobResult::Ingest(r) => &r.message,
             JobResult::KgExtract(r) => &r.message,
+            JobResult::Process(r) => &r.message,
         }
     }
 }

@@ -23,8 +23,8 @@ use tracing::Instrument;
 mod kind;
 
 pub use kind::{
-    IngestPayload, IngestResult, JobKind, JobResult, KgFailure, KgPayload, KgResult, INGEST,
-    KG_EXTRACT,
+    IngestPayload, IngestResult, JobKind, JobResult, KgFailure, KgPayload, KgResult,
+    ProcessPayload, ProcessResult, INGEST, KG_EXTRACT, PROCESS_DOCUMENT,
 };
 
 use crate::events::{Bus, Event, EventKind, JobEvent};

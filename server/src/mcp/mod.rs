@@ -160,6 +160,34 @@ pub struct MoveDocumentsArgs {
     pub move_all: Option<bool>,
 }
 
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ClassifyArgs {
+    /// The document's id (`document_id=` in search results).
+    pub document_id: i64,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ExtractArgs {
+    /// The document's id.
+    pub document_id: i64,
+    /// A JSON Schema of flat fields to extract (string, number, integer, boolean, string with
+    /// format date); every value comes with its verbatim evidence.
+    pub schema: Option<serde_json::Value>,
+    /// Instead of `schema`, the name of a document type whose schema to use.
+    pub schema_name: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ProcessArgs {
+    /// The document's id.
+    pub document_id: i64,
+    /// A job this tool started earlier: report it instead of starting another.
+    pub job_id: Option<i64>,
+}
+
+/// How long `process_document` waits for its job before answering with the job's id.
+const PROCESS_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The principal `http` attached to this request (never absent behind `/mcp`'s check).
 fn principal(parts: &::http::request::Parts) -> Result<&Principal, ErrorData> {
     parts.extensions.get::<Principal>().ok_or_else(|| {
@@ -333,6 +361,77 @@ impl Tools {
     }
 
     #[tool(
+        description = "Classify a document into one type of your team's taxonomy (the team's model, or the zero-shot classifier without one): type, confidence, reason. Stored with the document."
+    )]
+    async fn classify_document(
+        &self,
+        Extension(parts): Extension<::http::request::Parts>,
+        Parameters(args): Parameters<ClassifyArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let p = principal(&parts)?;
+        match self.cairn.classify_document(p, args.document_id).await {
+            Ok(c) => ok(text::classification(args.document_id, &c)),
+            Err(e) => failed(e, Recoverable::Document(args.document_id)),
+        }
+    }
+
+    #[tool(
+        description = "Extract from a document. With a schema (or schema_name, a document type's): each field's value with the verbatim sentence that states it. Without: the document's tables (spreadsheets, Markdown/DOCX/HTML tables) as typed rows. Ends with the result's measured schema."
+    )]
+    async fn extract_document(
+        &self,
+        Extension(parts): Extension<::http::request::Parts>,
+        Parameters(args): Parameters<ExtractArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let p = principal(&parts)?;
+        match self
+            .cairn
+            .extract_document(p, args.document_id, args.schema, args.schema_name.as_deref())
+            .await
+        {
+            Ok(x) => ok(text::extraction(args.document_id, &x)),
+            Err(e) => failed(e, Recoverable::Document(args.document_id)),
+        }
+    }
+
+    #[tool(
+        description = "Process a document: classify it, find a better type when unsure (the taxonomy grows when your team allows it), find or write the type's schema, extract, and store the result. Waits up to a minute; a longer job answers with its job_id to ask again with."
+    )]
+    async fn process_document(
+        &self,
+        Extension(parts): Extension<::http::request::Parts>,
+        Parameters(args): Parameters<ProcessArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let p = principal(&parts)?;
+        let hint = Recoverable::Document(args.document_id);
+        let job = match args.job_id {
+            Some(id) => self.cairn.visible_job(p, id).await,
+            None => self.cairn.process_document(p, args.document_id).await,
+        };
+        let mut job = match job {
+            Ok(j) => j,
+            Err(e) => return failed(e, hint),
+        };
+        let deadline = tokio::time::Instant::now() + PROCESS_WAIT;
+        while !job.state.is_terminal() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            job = match self.cairn.visible_job(p, job.id).await {
+                Ok(j) => j,
+                Err(e) => return failed(e, hint),
+            };
+        }
+        let result = if job.state.is_terminal() {
+            match self.cairn.document_processing(p, &[args.document_id]).await {
+                Ok(mut r) => r.pop().filter(|r| r.job_id == Some(job.id)),
+                Err(e) => return failed(e, hint),
+            }
+        } else {
+            None
+        };
+        ok(text::processed(args.document_id, &job, result.as_ref()))
+    }
+
+    #[tool(
         description = "Move documents into another corpus: by id, or every document (of from_corpus_id) with move_all. With neither, lists the documents you may move."
     )]
     async fn move_documents(
@@ -391,7 +490,8 @@ impl ServerHandler for Tools {
             .with_instructions(
                 "Cairn: the documents and knowledge graph of your team. Start with \
                  knowledge_summary, find passages with search_documents, read whole documents \
-                 with get_document_text, ask about entities with kg_query.",
+                 with get_document_text, ask about entities with kg_query; classify_document, \
+                 extract_document and process_document work on one document.",
             )
     }
 }

@@ -278,3 +278,116 @@ mod tests {
         );
     }
 }
+
+/// `classify_document`: the `classification_result` card as text.
+pub fn classification(document_id: i64, c: &entity::prelude::Classification) -> String {
+    format!(
+        "[CLASSIFICATION] document_id={document_id} version={}\ntype: {}\nconfidence: {:.2} ({})\nreason: {}\n",
+        c.version,
+        c.type_name,
+        c.confidence,
+        if c.method == "llm" {
+            format!("model {}", c.model)
+        } else {
+            format!("zero-shot, embedder {}", c.model)
+        },
+        c.reason
+    )
+}
+
+/// Most rows of a table an extraction result shows before saying how many it left out.
+const SHOWN_ROWS: usize = 20;
+
+/// `extract_document`: the `extraction_result` card as text: each value with its evidence,
+/// or each table (typed columns, rows as JSON lines), then the measured schema.
+pub fn extraction(document_id: i64, x: &crate::service::ExtractionView) -> String {
+    let mut out = format!("[EXTRACTION] document_id={document_id} mode={}\n", x.mode);
+    if x.mode == "schema" {
+        if let Some(fields) = x.data.get("fields").and_then(|f| f.as_object()) {
+            for (name, f) in fields {
+                match f.get("evidence").and_then(|e| e.as_str()) {
+                    Some(ev) => {
+                        let _ = writeln!(out, "- {name}: {}  (evidence: \"{ev}\")", f["value"]);
+                    }
+                    None => {
+                        let _ = writeln!(out, "- {name}: null (not stated in the document)");
+                    }
+                }
+            }
+        }
+    } else {
+        let tables = x.data.get("tables").and_then(|t| t.as_array());
+        match tables {
+            Some(ts) if !ts.is_empty() => {
+                for t in ts {
+                    let rows = t["rows"].as_array().map(Vec::as_slice).unwrap_or_default();
+                    let cols: Vec<String> = t["columns"]
+                        .as_array()
+                        .map(Vec::as_slice)
+                        .unwrap_or_default()
+                        .iter()
+                        .map(|c| format!("{} ({})", c["name"].as_str().unwrap_or(""), c["type"].as_str().unwrap_or("")))
+                        .collect();
+                    let page = t["page"].as_u64().map(|p| format!(", page {p}")).unwrap_or_default();
+                    let _ = writeln!(
+                        out,
+                        "\n## {}{page}: {} rows\ncolumns: {}",
+                        t["name"].as_str().unwrap_or("table"),
+                        rows.len(),
+                        cols.join(", ")
+                    );
+                    for r in rows.iter().take(SHOWN_ROWS) {
+                        let _ = writeln!(out, "{r}");
+                    }
+                    if rows.len() > SHOWN_ROWS {
+                        let _ = writeln!(out, "({} more rows)", rows.len() - SHOWN_ROWS);
+                    }
+                }
+            }
+            _ => out.push_str("The document has no tables.\n"),
+        }
+    }
+    let _ = write!(out, "\nschema (measured): {}\n", x.measured_schema);
+    if x.llm_calls > 0 {
+        let _ = writeln!(out, "cost: {} model calls, ${:.6}", x.llm_calls, x.cost_usd);
+    }
+    out
+}
+
+/// `process_document`: what the job found, or where it stands.
+pub fn processed(
+    document_id: i64,
+    job: &entity::prelude::Job,
+    result: Option<&entity::prelude::ProcessingResult>,
+) -> String {
+    let mut out = format!(
+        "[PROCESSING] document_id={document_id} job={} state={}\n",
+        job.id,
+        job.state.as_str()
+    );
+    if let Some(e) = &job.error {
+        let _ = writeln!(out, "error: {e}");
+    }
+    match result {
+        Some(r) => {
+            let _ = writeln!(
+                out,
+                "type: {} (confidence {:.2}, {}){}",
+                r.type_name,
+                r.confidence,
+                r.method,
+                if r.extended_taxonomy { "; added to the taxonomy" } else { "" }
+            );
+            if r.schema_generated {
+                out.push_str("schema: written by the model for this type\n");
+            }
+            let _ = writeln!(out, "result: {}", r.result);
+            let _ = writeln!(out, "schema (measured): {}", r.measured_schema);
+        }
+        None if job.state.is_terminal() => out.push_str("No result was stored.\n"),
+        None => out.push_str(
+            "Still running: call process_document again with this job_id to see the result.\n",
+        ),
+    }
+    out
+}

@@ -75,6 +75,7 @@ mod documents;
 pub mod kg;
 mod limits;
 mod models;
+mod processing;
 pub mod search;
 mod session;
 pub use answer::{AnswerOutcome, Citation, LlmUsage};
@@ -82,6 +83,7 @@ pub use context::{Prefetch, DATA_CATALOG, PREFETCH, PROVISIONAL_MARK};
 pub use documents::{job_filename, DocumentPage, UploadRequest, DOC_PAGE_CHARS};
 pub use limits::{RateLimit, RateLimiter};
 pub use models::{ModelSource, TeamModelInput, TeamModelView};
+pub use processing::{DocumentTypeInput, ExtractionView};
 pub use session::{Session, RECHECK_AFTER};
 
 // The view types: what the service hands its callers (`graphql`, `http`, the CLI) besides
@@ -143,6 +145,8 @@ pub struct Cairn {
     pub fusion: crate::domain::search::Fusion,
     /// Whether `suggestedContext` also consults the `data_catalog` system corpus.
     pub prefetch_data_catalog: bool,
+    /// processDocument's confidence threshold (`CAIRN_PROCESS_MIN_CONFIDENCE`).
+    pub process_min_confidence: f64,
 }
 
 pub const DEFAULT_TEAM: &str = "default";
@@ -171,7 +175,14 @@ impl Cairn {
             bm25: crate::domain::lexical::Bm25::default(),
             fusion: crate::domain::search::Fusion::default(),
             prefetch_data_catalog: false,
+            process_min_confidence: crate::processing::DEFAULT_MIN_CONFIDENCE,
         }
+    }
+
+    /// The same core with this processDocument confidence threshold.
+    pub fn with_process_min_confidence(mut self, min: f64) -> Cairn {
+        self.process_min_confidence = min;
+        self
     }
 
     /// The same core with this fusion.

@@ -190,6 +190,8 @@ async fn insert_team<C: ConnectionTrait>(db: &C, name: &str) -> StoreResult<Team
         name: Set(name.to_owned()),
         created_at: Set(Utc::now()),
         isolate_content: Set(false),
+        taxonomy_seeded: Set(false),
+        extend_taxonomy: Set(false),
         ..Default::default()
     }
     .insert(db)

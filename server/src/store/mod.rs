@@ -27,6 +27,7 @@
 //!   as SQL).
 //! - [`jobs`]: the durable job queue's rows (claim under lease, finish, cancel).
 //! - `models`: a team's own LLM endpoints per role (`team_models`; the key arrives sealed).
+//! - `processing`: document types per team, classifications and processing results.
 //! - `audit`: usage and audit rows.
 //!
 //! and the helpers every file shares:
@@ -57,6 +58,7 @@ pub mod jobs;
 pub mod kg;
 pub mod lexical;
 mod models;
+mod processing;
 pub mod readable;
 pub mod search;
 mod sql;
@@ -72,6 +74,7 @@ pub use corpora::CorpusCounts;
 #[cfg(any(test, feature = "testing"))]
 pub use documents::NewDocument;
 pub use models::NewTeamModel;
+pub use processing::{NewClassification, NewDocumentType, NewProcessingResult};
 #[cfg(any(test, feature = "testing"))]
 pub use search::pg_vector_channel_statement;
 #[cfg(any(test, feature = "testing"))]
