@@ -38,6 +38,10 @@ log "second evaluation corpus (The Debian Administrator's Handbook, from Debian'
 CAIRN_TEST_HANDBOOK=$(bash scripts/fetch-eval-docs.sh)
 export CAIRN_TEST_HANDBOOK
 
+log "document-classification set (changelogs, licences, READMEs, manuals from Debian's packages) ..."
+CAIRN_TEST_DOC_KINDS=$(bash scripts/fetch-doc-kinds.sh)
+export CAIRN_TEST_DOC_KINDS
+
 log "reference retrieval pipeline (rank_bm25, sentence-transformers on Debian's CPU torch) ..."
 CAIRN_PEER_PYTHON=$(bash scripts/peer-python.sh)
 export CAIRN_PEER_PYTHON
@@ -68,7 +72,7 @@ export CAIRN_REPORT_DIR=${CAIRN_REPORT_DIR:-$CARGO_TARGET_DIR/cairn-reports}
 rm -rf "$CAIRN_REPORT_DIR/console"
 cargo test --workspace --no-fail-fast -- --test-threads="${CAIRN_TEST_THREADS:-4}"
 
-for r in "$CAIRN_REPORT_DIR"/retrieval-*.txt; do
+for r in "$CAIRN_REPORT_DIR"/retrieval-*.txt "$CAIRN_REPORT_DIR"/doc-kinds.txt; do
   [ -f "$r" ] && { log "report: $r"; cat "$r" >&2; }
 done
 if ls "$CAIRN_REPORT_DIR"/console/*.png >/dev/null 2>&1; then

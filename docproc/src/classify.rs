@@ -82,8 +82,8 @@ pub fn validate_suggestion(raw: &str) -> Result<Suggestion, Refusal> {
         .and_then(Value::as_str)
         .ok_or_else(|| Refusal::BadShape("\"description\" must be a string".into()))?;
     let name = type_name(name).ok_or_else(|| Refusal::BadSuggestion(format!("name {name:?}")))?;
-    let description = checked_description(description)
-        .map_err(|e| Refusal::BadSuggestion(e.to_string()))?;
+    let description =
+        checked_description(description).map_err(|e| Refusal::BadSuggestion(e.to_string()))?;
     Ok(Suggestion { name, description })
 }
 
@@ -149,11 +149,15 @@ pub fn zero_shot(document: &[f32], types: &[Vec<f32>], temperature: f32) -> Opti
     }
     let cosines: Vec<f32> = types.iter().map(|t| cosine(document, t)).collect();
     let probabilities = softmax(&cosines, temperature);
-    let (index, confidence) = probabilities
-        .iter()
-        .copied()
-        .enumerate()
-        .fold((0, f64::MIN), |best, (i, p)| if p > best.1 { (i, p) } else { best });
+    let (index, confidence) =
+        probabilities
+            .iter()
+            .copied()
+            .enumerate()
+            .fold(
+                (0, f64::MIN),
+                |best, (i, p)| if p > best.1 { (i, p) } else { best },
+            );
     Some(ZeroShot {
         index,
         confidence,
@@ -181,22 +185,43 @@ mod tests {
         let code = |r: &str| validate(r, &tax).unwrap_err().code();
         assert_eq!(code("no"), "NOT_JSON");
         assert_eq!(code("[1]"), "BAD_SHAPE");
-        assert_eq!(code(r#"{"type":"invoice","confidence":"high","reason":""}"#), "BAD_SHAPE");
+        assert_eq!(
+            code(r#"{"type":"invoice","confidence":"high","reason":""}"#),
+            "BAD_SHAPE"
+        );
         assert_eq!(code(r#"{"type":"invoice","confidence":0.5}"#), "BAD_SHAPE");
-        assert_eq!(code(r#"{"type":"poem","confidence":0.5,"reason":""}"#), "UNKNOWN_TYPE");
-        assert_eq!(code(r#"{"type":"invoice","confidence":1.5,"reason":""}"#), "BAD_CONFIDENCE");
-        assert_eq!(code(r#"{"type":"invoice","confidence":-0.1,"reason":""}"#), "BAD_CONFIDENCE");
+        assert_eq!(
+            code(r#"{"type":"poem","confidence":0.5,"reason":""}"#),
+            "UNKNOWN_TYPE"
+        );
+        assert_eq!(
+            code(r#"{"type":"invoice","confidence":1.5,"reason":""}"#),
+            "BAD_CONFIDENCE"
+        );
+        assert_eq!(
+            code(r#"{"type":"invoice","confidence":-0.1,"reason":""}"#),
+            "BAD_CONFIDENCE"
+        );
     }
 
     #[test]
     fn suggestions() {
-        let s = validate_suggestion(r#"{"name":"Purchase Order","description":"an order"}"#)
-            .unwrap();
+        let s =
+            validate_suggestion(r#"{"name":"Purchase Order","description":"an order"}"#).unwrap();
         assert_eq!(s.name, "purchase_order");
-        for bad in [r#"{"name":"1","description":"x"}"#, r#"{"name":"po","description":" "}"#] {
-            assert_eq!(validate_suggestion(bad).unwrap_err().code(), "BAD_SUGGESTION");
+        for bad in [
+            r#"{"name":"1","description":"x"}"#,
+            r#"{"name":"po","description":" "}"#,
+        ] {
+            assert_eq!(
+                validate_suggestion(bad).unwrap_err().code(),
+                "BAD_SUGGESTION"
+            );
         }
-        assert_eq!(validate_suggestion(r#"{"name":"po"}"#).unwrap_err().code(), "BAD_SHAPE");
+        assert_eq!(
+            validate_suggestion(r#"{"name":"po"}"#).unwrap_err().code(),
+            "BAD_SHAPE"
+        );
     }
 
     #[test]

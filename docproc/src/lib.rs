@@ -61,7 +61,10 @@ pub enum Refusal {
     UnknownField(String),
     /// A value of the wrong type for its field.
     #[error("field {field:?} must be {expected}")]
-    WrongType { field: String, expected: &'static str },
+    WrongType {
+        field: String,
+        expected: &'static str,
+    },
     /// A required field without a value.
     #[error("required field {0:?} has no value")]
     MissingRequired(String),

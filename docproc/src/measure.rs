@@ -47,7 +47,10 @@ pub fn measure_schema(v: &Value) -> Value {
 fn types_of(s: &Value) -> Vec<String> {
     match s.get("type") {
         Some(Value::String(t)) => vec![t.clone()],
-        Some(Value::Array(a)) => a.iter().filter_map(|t| t.as_str().map(String::from)).collect(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(|t| t.as_str().map(String::from))
+            .collect(),
         _ => Vec::new(),
     }
 }
@@ -97,7 +100,11 @@ fn merge(a: &Value, b: &Value) -> Value {
         let req = |s: &Value| -> Vec<String> {
             s.get("required")
                 .and_then(Value::as_array)
-                .map(|r| r.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+                .map(|r| {
+                    r.iter()
+                        .filter_map(|x| x.as_str().map(String::from))
+                        .collect()
+                })
                 .unwrap_or_default()
         };
         // Required where both were objects that had the key; a non-object side requires

@@ -4,9 +4,9 @@
 //! Markdown itself) and every spreadsheet sheet as a `[Sheet: name]` line, a blank line and a
 //! Markdown table. [`extract`] reads them back from a document's text: a table is a header
 //! row of `|` cells, a `| --- |` separator row, and the rows after it; `\|` inside a cell is a
-//! literal bar. A table is named by the `[Sheet: …]` line or Markdown heading right above it
-//! (blank lines between are fine), else `table N`; its page is the last `[Page N]` marker
-//! before it.
+//! literal bar. A table is named by the `[Sheet: …]` line above it, else by the heading of
+//! its section (a second table of the section gets ` (2)`), else `table N`; its page is the
+//! last `[Page N]` marker before it.
 //!
 //! Each column gets the narrowest type that every non-empty cell fits, tried in this order:
 //! `integer` (`-12`, `1,234`), `number` (`2.5`, `1,234.5`, `-0.5`), `boolean`
@@ -90,21 +90,28 @@ fn page_marker(line: &str) -> Option<u32> {
         .ok()
 }
 
-fn label(line: &str) -> Option<String> {
+enum Label {
+    Sheet(String),
+    Heading(String),
+}
+
+fn label(line: &str) -> Option<Label> {
     let t = line.trim();
     if let Some(n) = t.strip_prefix("[Sheet: ").and_then(|r| r.strip_suffix(']')) {
-        return Some(n.trim().to_owned());
+        return Some(Label::Sheet(n.trim().to_owned()));
     }
     let h = t.trim_start_matches('#');
-    (h.len() < t.len() && h.starts_with(' ')).then(|| h.trim().to_owned())
+    (h.len() < t.len() && h.starts_with(' ')).then(|| Label::Heading(h.trim().to_owned()))
 }
 
 /// Every table of `text`, typed (see the module docs).
 pub fn extract(text: &str) -> Vec<Table> {
     let lines: Vec<&str> = text.lines().collect();
-    let mut tables = Vec::new();
+    let mut tables: Vec<Table> = Vec::new();
     let mut page = None;
-    let mut last_label: Option<String> = None;
+    // A `[Sheet: …]` line names the next table; a heading names the tables of its section.
+    let mut sheet: Option<String> = None;
+    let mut section: Option<String> = None;
     let mut i = 0;
     while i < lines.len() {
         let line = lines[i];
@@ -123,16 +130,28 @@ pub fn extract(text: &str) -> Vec<Table> {
                     rows.push(r);
                     j += 1;
                 }
-                let name = last_label
+                let base = sheet
                     .take()
+                    .or_else(|| section.clone())
                     .unwrap_or_else(|| format!("table {}", tables.len() + 1));
+                let mut name = base.clone();
+                let mut n = 2;
+                while tables.iter().any(|t| t.name == name) {
+                    name = format!("{base} ({n})");
+                    n += 1;
+                }
                 tables.push(typed_table(name, page, header, rows));
                 i = j;
                 continue;
             }
         }
-        if !line.trim().is_empty() {
-            last_label = label(line);
+        match label(line) {
+            Some(Label::Sheet(s)) => sheet = Some(s),
+            Some(Label::Heading(h)) => {
+                section = Some(h);
+                sheet = None;
+            }
+            None => {}
         }
         i += 1;
     }
@@ -159,7 +178,12 @@ fn header_names(header: &[String], width: usize) -> Vec<String> {
     names
 }
 
-fn typed_table(name: String, page: Option<u32>, header: Vec<String>, rows: Vec<Vec<String>>) -> Table {
+fn typed_table(
+    name: String,
+    page: Option<u32>,
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+) -> Table {
     let width = rows
         .iter()
         .map(Vec::len)
@@ -233,7 +257,10 @@ fn as_integer(s: &str) -> Option<i64> {
 }
 
 fn as_number(s: &str) -> Option<f64> {
-    plain_number(s)?.parse::<f64>().ok().filter(|f| f.is_finite())
+    plain_number(s)?
+        .parse::<f64>()
+        .ok()
+        .filter(|f| f.is_finite())
 }
 
 fn as_bool(s: &str) -> Option<bool> {
@@ -282,7 +309,9 @@ fn convert(cell: &str, t: ColumnType) -> Value {
     }
     let v = match t {
         ColumnType::Integer => as_integer(cell).map(Value::from),
-        ColumnType::Number => as_number(cell).and_then(Number::from_f64).map(Value::Number),
+        ColumnType::Number => as_number(cell)
+            .and_then(Number::from_f64)
+            .map(Value::Number),
         ColumnType::Boolean => as_bool(cell).map(Value::Bool),
         ColumnType::Date => as_date(cell).map(|d| Value::String(d.format("%Y-%m-%d").to_string())),
         ColumnType::Datetime => as_datetime(cell)
@@ -308,17 +337,32 @@ mod tests {
         let types: Vec<ColumnType> = t[0].columns.iter().map(|c| c.column_type).collect();
         assert_eq!(
             types,
-            [ColumnType::String, ColumnType::Integer, ColumnType::Number, ColumnType::Boolean, ColumnType::Date, ColumnType::Null, ColumnType::String]
+            [
+                ColumnType::String,
+                ColumnType::Integer,
+                ColumnType::Number,
+                ColumnType::Boolean,
+                ColumnType::Date,
+                ColumnType::Null,
+                ColumnType::String
+            ]
         );
         let names: Vec<&str> = t[0].columns.iter().map(|c| c.name.as_str()).collect();
-        assert_eq!(names, ["Region", "Units", "Price", "Paid", "When", "column_6", "Region_2"]);
+        assert_eq!(
+            names,
+            ["Region", "Units", "Price", "Paid", "When", "column_6", "Region_2"]
+        );
         assert_eq!(t[0].columns[2].nulls, 1);
-        assert_eq!(Value::Object(t[0].rows[0].clone()), json!({"Region":"North","Units":1200,"Price":2.5,"Paid":true,"When":"2026-01-31","column_6":null,"Region_2":"a | b"}));
+        assert_eq!(
+            Value::Object(t[0].rows[0].clone()),
+            json!({"Region":"North","Units":1200,"Price":2.5,"Paid":true,"When":"2026-01-31","column_6":null,"Region_2":"a | b"})
+        );
         assert_eq!(t[1].name, "Staff");
         assert_eq!(t[1].page, Some(2));
         assert_eq!(t[1].columns[1].column_type, ColumnType::Datetime);
         assert_eq!(t[1].rows[1]["Since"], "2021-05-06T00:00:00");
-        assert_eq!(t[2].name, "table 3");
+        assert_eq!(t[2].name, "Staff (2)", "the second table of the section");
+        assert_eq!(extract("| a |\n| --- |\n| 1 |")[0].name, "table 1");
     }
 
     #[test]

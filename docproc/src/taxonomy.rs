@@ -47,8 +47,7 @@ pub fn type_name(raw: &str) -> Option<String> {
     for c in raw.trim().chars() {
         if c.is_ascii_alphanumeric() {
             out.push(c.to_ascii_lowercase());
-        } else if (c.is_whitespace() || c == '_' || c == '-' || c == '/') && !out.ends_with('_')
-        {
+        } else if (c.is_whitespace() || c == '_' || c == '-' || c == '/') && !out.ends_with('_') {
             out.push('_');
         }
     }
@@ -181,7 +180,9 @@ impl FieldSchema {
         };
         for r in &required {
             if !props.contains_key(*r) {
-                return Err(bad(format!("\"required\" names {r:?}, which is not a property")));
+                return Err(bad(format!(
+                    "\"required\" names {r:?}, which is not a property"
+                )));
             }
         }
         let mut fields = Vec::with_capacity(props.len());
@@ -339,8 +340,14 @@ mod tests {
 
     #[test]
     fn names_fold_to_one_form() {
-        assert_eq!(type_name(" Meeting notes ").as_deref(), Some("meeting_notes"));
-        assert_eq!(type_name("Purchase-Order").as_deref(), Some("purchase_order"));
+        assert_eq!(
+            type_name(" Meeting notes ").as_deref(),
+            Some("meeting_notes")
+        );
+        assert_eq!(
+            type_name("Purchase-Order").as_deref(),
+            Some("purchase_order")
+        );
         assert_eq!(type_name("__x__").as_deref(), Some("x"));
         assert_eq!(type_name("9lives"), None);
         assert_eq!(type_name("  "), None);

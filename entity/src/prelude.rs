@@ -16,21 +16,17 @@ pub use super::content_blobs::{
 pub use super::corpora::{
     ActiveModel as CorpusActive, Column as CorpusColumn, Entity as Corpora, Model as Corpus,
 };
-pub use super::document_versions::{
-    ActiveModel as DocumentVersionActive, Column as DocumentVersionColumn,
-    Entity as DocumentVersions, Model as DocumentVersion,
-};
 pub use super::document_classifications::{
-    ActiveModel as ClassificationActive, Column as ClassificationColumn,
-    Entity as Classifications, Model as Classification,
+    ActiveModel as ClassificationActive, Column as ClassificationColumn, Entity as Classifications,
+    Model as Classification,
 };
 pub use super::document_types::{
     ActiveModel as DocumentTypeActive, Column as DocumentTypeColumn, Entity as DocumentTypes,
     Model as DocumentType,
 };
-pub use super::processing_results::{
-    ActiveModel as ProcessingResultActive, Column as ProcessingResultColumn,
-    Entity as ProcessingResults, Model as ProcessingResult,
+pub use super::document_versions::{
+    ActiveModel as DocumentVersionActive, Column as DocumentVersionColumn,
+    Entity as DocumentVersions, Model as DocumentVersion,
 };
 pub use super::documents::{
     ActiveModel as DocumentActive, Column as DocumentColumn, Entity as Documents, Model as Document,
@@ -57,6 +53,10 @@ pub use super::kg_mentions::{
 pub use super::kg_relations::{
     ActiveModel as KgRelationActive, Column as KgRelationColumn, Entity as KgRelations,
     Model as KgRelation,
+};
+pub use super::processing_results::{
+    ActiveModel as ProcessingResultActive, Column as ProcessingResultColumn,
+    Entity as ProcessingResults, Model as ProcessingResult,
 };
 pub use super::team_models::{
     ActiveModel as TeamModelActive, Column as TeamModelColumn, Entity as TeamModels,

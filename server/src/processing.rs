@@ -32,7 +32,9 @@ use serde_json::{json, Value as Json};
 use crate::auth::Principal;
 use crate::domain::models::ModelRole;
 use crate::domain::Visibility;
-use crate::jobs::{JobContext, JobError, JobKind, JobResult, ProcessPayload, ProcessResult, Runner};
+use crate::jobs::{
+    JobContext, JobError, JobKind, JobResult, ProcessPayload, ProcessResult, Runner,
+};
 use crate::roles::{ModelRoles, RolesError};
 use crate::store::{
     NewClassification, NewDocumentType, NewProcessingResult, NewUsage, Store, StoreError,
@@ -196,7 +198,12 @@ impl Processor {
             match check(&reply.content) {
                 Ok(v) => return Ok(v),
                 Err(r) => match first.take() {
-                    Some(f) => return Err(ProcessError::Refused { first: f, second: r }),
+                    Some(f) => {
+                        return Err(ProcessError::Refused {
+                            first: f,
+                            second: r,
+                        })
+                    }
                     None => {
                         tracing::info!(code = r.code(), "model reply refused; asking once more");
                         messages.push(ChatMessage::assistant(reply.content));
@@ -268,7 +275,11 @@ impl Processor {
                     .await?;
                 (c, "llm", client.model().to_owned())
             }
-            None => (self.zero_shot(&text, &types).await?, "zero_shot", self.embedder_model()),
+            None => (
+                self.zero_shot(&text, &types).await?,
+                "zero_shot",
+                self.embedder_model(),
+            ),
         };
         let row = self
             .store
@@ -357,7 +368,9 @@ impl Processor {
         schema: Option<&Json>,
     ) -> ProcessResultOf<Extracted> {
         let schema = schema
-            .map(|s| taxonomy::FieldSchema::parse(s).map_err(|e| ProcessError::BadSchema(e.to_string())))
+            .map(|s| {
+                taxonomy::FieldSchema::parse(s).map_err(|e| ProcessError::BadSchema(e.to_string()))
+            })
             .transpose()?;
         let (text, _) = self.text(p, doc).await?;
         match schema {
@@ -415,7 +428,9 @@ impl Processor {
             .store
             .member(job.team_id, payload.requested_by)
             .await?
-            .ok_or_else(|| JobError::Permanent("the requesting user is no longer in the team".into()))?;
+            .ok_or_else(|| {
+                JobError::Permanent("the requesting user is no longer in the team".into())
+            })?;
         let p = &member;
         let call = Call {
             p,
@@ -425,7 +440,9 @@ impl Processor {
             .store
             .readable_document(p, payload.document_id)
             .await?
-            .ok_or_else(|| JobError::Permanent("the document is gone or no longer readable".into()))?;
+            .ok_or_else(|| {
+                JobError::Permanent("the document is gone or no longer readable".into())
+            })?;
         let team_visible = doc.visibility == Visibility::Team.as_str();
         ctx.progress("classifying", Some(1), Some(4)).await?;
         let classified = self.classify_in(call, &doc).await.map_err(job_error)?;
@@ -471,7 +488,12 @@ impl Processor {
                         .await?;
                     if added {
                         self.store
-                            .audit(Some(p.team_id), Some(p.user_id), "document_type.suggested", Some(&row.name))
+                            .audit(
+                                Some(p.team_id),
+                                Some(p.user_id),
+                                "document_type.suggested",
+                                Some(&row.name),
+                            )
                             .await?;
                     }
                     extended = added;
@@ -539,7 +561,11 @@ impl Processor {
                 job_id: Some(job.id),
                 type_name: type_name.clone(),
                 confidence: c.confidence,
-                method: if c.method == "llm" { "llm" } else { "zero_shot" },
+                method: if c.method == "llm" {
+                    "llm"
+                } else {
+                    "zero_shot"
+                },
                 extended_taxonomy: extended,
                 schema_generated,
                 schema: extracted.schema.clone(),
@@ -553,7 +579,11 @@ impl Processor {
             doc.title,
             type_name,
             c.confidence * 100.0,
-            if c.method == "llm" { "model" } else { "zero-shot" }
+            if c.method == "llm" {
+                "model"
+            } else {
+                "zero-shot"
+            }
         );
         if extended {
             message.push_str(&format!(" The taxonomy gained the type {type_name}."));

@@ -77,7 +77,12 @@ async fn zero_shot_classification_on_real_documents() {
         let events = s.upload_watched(&token, &corpus, &d.file, bytes).await;
         let last = events.last().cloned().unwrap_or_default();
         assert_eq!(last["stage"], "searchable", "{}: {events:?}", d.file);
-        ids.push(last["result"]["documentId"].to_string().trim_matches('"').to_owned());
+        ids.push(
+            last["result"]["documentId"]
+                .to_string()
+                .trim_matches('"')
+                .to_owned(),
+        );
     }
     let q = "mutation($d: ID!) { classifyDocument(documentId: $d) { type confidence method } }";
     // (half, kind, predicted, confidence)
@@ -123,7 +128,11 @@ async fn zero_shot_classification_on_real_documents() {
                 *predicted.entry(r.2.as_str()).or_default() += 1;
             }
             let ok = of.iter().filter(|r| r.1 == r.2).count();
-            let _ = writeln!(report, "  {kind:10} {ok}/{}  predicted: {predicted:?}", of.len());
+            let _ = writeln!(
+                report,
+                "  {kind:10} {ok}/{}  predicted: {predicted:?}",
+                of.len()
+            );
         }
     }
     eprintln!("{report}");

@@ -54,7 +54,10 @@ async fn invoice(s: &TestServer, token: &str) -> String {
 }
 
 fn system_of(req: &Value) -> String {
-    req["messages"][0]["content"].as_str().unwrap_or_default().to_owned()
+    req["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 fn last_user(req: &Value) -> String {
@@ -110,10 +113,16 @@ async fn classification_refusal_and_retry(backend: Backend) {
     assert!((c["confidence"].as_f64().unwrap_or_default() - 0.93).abs() < 1e-9);
     let reqs = stub.requests();
     assert_eq!(reqs.len(), 2, "one refusal, one retry");
-    assert!(system_of(&reqs[0]).contains("- invoice: "), "the taxonomy is in the prompt");
+    assert!(
+        system_of(&reqs[0]).contains("- invoice: "),
+        "the taxonomy is in the prompt"
+    );
     assert!(last_user(&reqs[0]).contains("Invoice no. INV-0042"));
     let retry = last_user(&reqs[1]);
-    assert!(retry.contains("UNKNOWN_TYPE"), "the retry names the refusal: {retry}");
+    assert!(
+        retry.contains("UNKNOWN_TYPE"),
+        "the retry names the refusal: {retry}"
+    );
     // Stored and shown with the document.
     let d = s.gql_ok(&token, DOC, json!({ "d": doc })).await;
     assert_eq!(d["document"]["classification"]["type"], "invoice", "{d}");
@@ -122,9 +131,15 @@ async fn classification_refusal_and_retry(backend: Backend) {
     let body = s.gql(&token, CLASSIFY, json!({ "d": doc })).await;
     assert_eq!(error_code(&body), Some("LLM_REFUSED"), "{body}");
     let msg = body.to_string();
-    assert!(msg.contains("BAD_CONFIDENCE") && msg.contains("NOT_JSON"), "{msg}");
+    assert!(
+        msg.contains("BAD_CONFIDENCE") && msg.contains("NOT_JSON"),
+        "{msg}"
+    );
     let d = s.gql_ok(&token, DOC, json!({ "d": doc })).await;
-    assert_eq!(d["document"]["classification"]["reason"], "it asks Globex Media Ltd to pay a total");
+    assert_eq!(
+        d["document"]["classification"]["reason"],
+        "it asks Globex Media Ltd to pay a total"
+    );
 
     // Every call is a usage row of the utility role, priced by the team's setting.
     let rows = usage_rows(&s, team).await;
@@ -153,10 +168,22 @@ fn fields(pairs: &[(&str, Value, Option<&str>)]) -> String {
 
 fn good_fields() -> String {
     fields(&[
-        ("invoice_number", json!("INV-0042"), Some("Invoice no. INV-0042")),
+        (
+            "invoice_number",
+            json!("INV-0042"),
+            Some("Invoice no. INV-0042"),
+        ),
         ("issue_date", json!("2026-03-03"), Some("issued 2026-03-03")),
-        ("seller", json!("Acme Robotics GmbH"), Some("Seller: Acme Robotics GmbH")),
-        ("buyer", json!("Globex Media Ltd"), Some("Billed to: Globex Media Ltd")),
+        (
+            "seller",
+            json!("Acme Robotics GmbH"),
+            Some("Seller: Acme Robotics GmbH"),
+        ),
+        (
+            "buyer",
+            json!("Globex Media Ltd"),
+            Some("Billed to: Globex Media Ltd"),
+        ),
         ("total", json!(2250.5), Some("Total due: 2,250.50 EUR")),
         ("due_days", json!(30), Some("Payment within 30 days.")),
     ])
@@ -167,14 +194,22 @@ async fn schema_extraction_keeps_only_verbatim_values(backend: Backend) {
     let stub = StubServer::start(vec![
         // Hallucinated: a buyer the document never names, with made-up evidence.
         StubReply::content(fields(&[
-            ("invoice_number", json!("INV-0042"), Some("Invoice no. INV-0042")),
+            (
+                "invoice_number",
+                json!("INV-0042"),
+                Some("Invoice no. INV-0042"),
+            ),
             ("buyer", json!("Initech"), Some("Billed to: Initech")),
             ("total", json!(2250.5), Some("Total due: 2,250.50 EUR")),
         ])),
         StubReply::content(good_fields()),
         // Then: verbatim evidence that does not state the value, twice.
         StubReply::content(fields(&[
-            ("invoice_number", json!("INV-0042"), Some("Invoice no. INV-0042")),
+            (
+                "invoice_number",
+                json!("INV-0042"),
+                Some("Invoice no. INV-0042"),
+            ),
             ("total", json!(9999.0), Some("Total due: 2,250.50 EUR")),
         ])),
     ])
@@ -195,37 +230,53 @@ async fn schema_extraction_keeps_only_verbatim_values(backend: Backend) {
     let got = x["data"]["fields"].as_object().cloned().unwrap_or_default();
     assert_eq!(got.len(), 6);
     for (name, f) in &got {
-        let ev = f["evidence"].as_str().unwrap_or_else(|| panic!("{name} has no evidence"));
+        let ev = f["evidence"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name} has no evidence"));
         assert!(INVOICE.contains(ev), "{name}: {ev:?} is not verbatim");
         let offset = f["offset"].as_u64().unwrap_or(u64::MAX) as usize;
-        let at: String = INVOICE.chars().skip(offset).take(ev.chars().count()).collect();
+        let at: String = INVOICE
+            .chars()
+            .skip(offset)
+            .take(ev.chars().count())
+            .collect();
         assert_eq!(at, ev, "{name}: the offset points at the evidence");
     }
     assert_eq!(got["total"]["value"], 2250.5);
     assert_eq!(got["buyer"]["value"], "Globex Media Ltd");
-    assert!(!x.to_string().contains("Initech"), "the refused value is gone");
+    assert!(
+        !x.to_string().contains("Initech"),
+        "the refused value is gone"
+    );
     assert!(last_user(&stub.requests()[1]).contains("EVIDENCE_NOT_VERBATIM"));
     // The measured schema describes the data actually returned.
     assert_eq!(
-        x["measuredSchema"]["properties"]["fields"]["properties"]["total"]["properties"]["value"]["type"],
+        x["measuredSchema"]["properties"]["fields"]["properties"]["total"]["properties"]["value"]
+            ["type"],
         "number",
         "{x}"
     );
 
     // A value its evidence does not state is refused, twice: a coded error.
-    let body = s.gql(&token, EXTRACT, json!({ "d": doc, "s": schema })).await;
+    let body = s
+        .gql(&token, EXTRACT, json!({ "d": doc, "s": schema }))
+        .await;
     assert_eq!(error_code(&body), Some("LLM_REFUSED"), "{body}");
     assert!(body.to_string().contains("VALUE_NOT_IN_EVIDENCE"), "{body}");
 
     // A bad schema is refused before any call.
     let calls = stub.requests().len();
     let body = s
-        .gql(&token, EXTRACT, json!({ "d": doc, "s": { "properties": { "a": { "type": "array" } } } }))
+        .gql(
+            &token,
+            EXTRACT,
+            json!({ "d": doc, "s": { "properties": { "a": { "type": "array" } } } }),
+        )
         .await;
     assert_eq!(error_code(&body), Some("BAD_USER_INPUT"), "{body}");
     assert_eq!(stub.requests().len(), calls);
     // A viewer may read but not run workflows; another team cannot see the document.
-    let (_, viewer) = s.user_with_token("vera", "viewer").await;
+    let (_, viewer) = s.user_with_token("vera", "VIEWER").await;
     let body = s.gql(&viewer, EXTRACT, json!({ "d": doc })).await;
     assert_eq!(error_code(&body), Some("FORBIDDEN"), "{body}");
     let (_, _, other) = s.other_team("beta").await;
@@ -249,7 +300,11 @@ fn scripted_model(suggested_description: &'static str) -> StubReply {
             .to_string()
         } else {
             fields(&[
-                ("po_number", json!("PO-7731"), Some("Purchase order PO-7731")),
+                (
+                    "po_number",
+                    json!("PO-7731"),
+                    Some("Purchase order PO-7731"),
+                ),
                 ("quantity", json!(40), Some("Quantity: 40 crates")),
             ])
         }
@@ -270,17 +325,30 @@ async fn processing_extends_the_taxonomy_but_never_with_private_text(backend: Ba
     let team = team_of(&s, &token).await;
     use_stub(&s, &token, &stub).await;
     let body = s
-        .gql_ok(&token, "mutation { setTaxonomyExtension(enabled: true) }", json!({}))
+        .gql_ok(
+            &token,
+            "mutation { setTaxonomyExtension(enabled: true) }",
+            json!({}),
+        )
         .await;
     assert_eq!(body["setTaxonomyExtension"], true);
     let c = s.create_corpus(&token, "orders").await;
     let doc = s.ingest_text(&token, &c, "PO-7731", ORDER, "TEAM").await;
 
     let d = s.gql_ok(&token, PROCESS, json!({ "d": doc })).await;
-    let job = d["processDocument"]["id"].as_str().unwrap_or_default().to_owned();
+    let job = d["processDocument"]["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     let events = s.follow_job(&token, &job).await;
     let seen = stages(&events);
-    for st in ["classifying", "suggesting", "schema", "extracting", "processed"] {
+    for st in [
+        "classifying",
+        "suggesting",
+        "schema",
+        "extracting",
+        "processed",
+    ] {
         assert!(seen.iter().any(|x| x == st), "stage {st} missing: {seen:?}");
     }
     let last = events.last().cloned().unwrap_or_default();
@@ -305,7 +373,10 @@ async fn processing_extends_the_taxonomy_but_never_with_private_text(backend: Ba
     let d = s.gql_ok(&token, DOC, json!({ "d": doc })).await;
     let pr = &d["document"]["processing"];
     assert_eq!(pr["type"], "purchase_order", "{d}");
-    assert_eq!(pr["result"]["extraction"]["fields"]["po_number"]["value"], "PO-7731");
+    assert_eq!(
+        pr["result"]["extraction"]["fields"]["po_number"]["value"],
+        "PO-7731"
+    );
     assert_eq!(pr["result"]["suggestedType"]["name"], "purchase_order");
     assert_eq!(pr["measuredSchema"]["type"], "object");
     assert_eq!(d["document"]["classification"]["type"], "report");
@@ -322,12 +393,19 @@ async fn processing_extends_the_taxonomy_but_never_with_private_text(backend: Ba
     )])
     .await;
     use_stub(&s, &token, &private_stub).await;
-    let (_, member) = s.user_with_token("mia", "member").await;
-    let (_, colleague) = s.user_with_token("carl", "member").await;
+    let (_, member) = s.user_with_token("mia", "MEMBER").await;
+    let (_, colleague) = s.user_with_token("carl", "MEMBER").await;
     let text = format!("Order for {CANARY} crates\n\nQuantity: 40 crates\nPurchase order PO-7731");
-    let private_doc = s.ingest_text(&member, &c, "secret order", &text, "PRIVATE").await;
-    let d = s.gql_ok(&member, PROCESS, json!({ "d": private_doc })).await;
-    let job = d["processDocument"]["id"].as_str().unwrap_or_default().to_owned();
+    let private_doc = s
+        .ingest_text(&member, &c, "secret order", &text, "PRIVATE")
+        .await;
+    let d = s
+        .gql_ok(&member, PROCESS, json!({ "d": private_doc }))
+        .await;
+    let job = d["processDocument"]["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     let events = s.follow_job(&member, &job).await;
     let last = events.last().cloned().unwrap_or_default();
     assert_eq!(last["state"], "SUCCEEDED", "{events:?}");
@@ -340,7 +418,10 @@ async fn processing_extends_the_taxonomy_but_never_with_private_text(backend: Ba
         for (q, v) in [
             (TYPES, json!({})),
             (DOC, json!({ "d": private_doc })),
-            ("query($j: ID!) { job(id: $j) { result error stage } }", json!({ "j": job })),
+            (
+                "query($j: ID!) { job(id: $j) { result error stage } }",
+                json!({ "j": job }),
+            ),
         ] {
             let body = s.gql(t, q, v).await;
             assert!(!body.to_string().contains(CANARY), "{q}: {body}");
@@ -369,11 +450,16 @@ async fn without_a_model_zero_shot_and_tables(backend: Backend) {
         .iter()
         .filter_map(|t| t["name"].as_str().map(str::to_owned))
         .collect();
-    assert!(names.contains(&c["type"].as_str().unwrap_or_default().to_owned()), "{c} {names:?}");
+    assert!(
+        names.contains(&c["type"].as_str().unwrap_or_default().to_owned()),
+        "{c} {names:?}"
+    );
     assert_eq!(c["type"], "invoice", "an invoice reads like one: {c}");
 
     let corpus = s.create_corpus(&token, "stock").await;
-    let stock = s.ingest_text(&token, &corpus, "stock", TABLES_DOC, "TEAM").await;
+    let stock = s
+        .ingest_text(&token, &corpus, "stock", TABLES_DOC, "TEAM")
+        .await;
     let d = s.gql_ok(&token, EXTRACT, json!({ "d": stock })).await;
     let x = &d["extractDocument"];
     assert_eq!(x["mode"], "TABLES", "{x}");
@@ -388,22 +474,35 @@ async fn without_a_model_zero_shot_and_tables(backend: Backend) {
         .iter()
         .filter_map(|c| c["type"].as_str())
         .collect();
-    assert_eq!(types, ["string", "integer", "number", "boolean", "date"], "{t}");
-    assert_eq!(t["rows"][0], json!({"Depot": "Leeds", "Crates": 1200, "Weight kg": 3.5, "Inspected": true, "Since": "2024-05-01"}));
+    assert_eq!(
+        types,
+        ["string", "integer", "number", "boolean", "date"],
+        "{t}"
+    );
+    assert_eq!(
+        t["rows"][0],
+        json!({"Depot": "Leeds", "Crates": 1200, "Weight kg": 3.5, "Inspected": true, "Since": "2024-05-01"})
+    );
     assert!(t["rows"][2]["Crates"].is_null());
     assert_eq!(
-        x["measuredSchema"]["properties"]["tables"]["items"]["properties"]["rows"]["items"]["properties"]["Crates"]["type"],
+        x["measuredSchema"]["properties"]["tables"]["items"]["properties"]["rows"]["items"]
+            ["properties"]["Crates"]["type"],
         json!(["integer", "null"]),
         "{x}"
     );
 
     // Schema extraction needs a model.
     let schema: Value = serde_json::from_str(INVOICE_SCHEMA).unwrap_or_default();
-    let body = s.gql(&token, EXTRACT, json!({ "d": doc, "s": schema })).await;
+    let body = s
+        .gql(&token, EXTRACT, json!({ "d": doc, "s": schema }))
+        .await;
     assert_eq!(error_code(&body), Some("UNAVAILABLE"), "{body}");
     // processDocument without a model: zero-shot, then the tables.
     let d = s.gql_ok(&token, PROCESS, json!({ "d": stock })).await;
-    let job = d["processDocument"]["id"].as_str().unwrap_or_default().to_owned();
+    let job = d["processDocument"]["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     let events = s.follow_job(&token, &job).await;
     let last = events.last().cloned().unwrap_or_default();
     assert_eq!(last["state"], "SUCCEEDED", "{events:?}");
@@ -416,7 +515,7 @@ async fn without_a_model_zero_shot_and_tables(backend: Backend) {
 async fn the_taxonomy_is_the_admins(backend: Backend) {
     let s = TestServer::start(backend).await;
     let token = s.owner_token.clone();
-    let (_, member) = s.user_with_token("mo", "member").await;
+    let (_, member) = s.user_with_token("mo", "MEMBER").await;
     // Everyone starts with the starter set; a member reads it.
     let d = s.gql_ok(&member, TYPES, json!({})).await;
     let starters = d["documentTypes"].as_array().cloned().unwrap_or_default();
@@ -446,16 +545,32 @@ async fn the_taxonomy_is_the_admins(backend: Backend) {
     assert_eq!(error_code(&body), Some("CONFLICT"), "{body}");
     let update = "mutation($id: ID!, $i: DocumentTypeInput!) { updateDocumentType(id: $id, input: $i) { name description schema } }";
     let d = s
-        .gql_ok(&token, update, json!({ "id": id, "i": { "description": "proof of delivery", "schema": null } }))
+        .gql_ok(
+            &token,
+            update,
+            json!({ "id": id, "i": { "description": "proof of delivery", "schema": null } }),
+        )
         .await;
     assert_eq!(d["updateDocumentType"]["description"], "proof of delivery");
     assert!(d["updateDocumentType"]["schema"].is_null());
     assert_eq!(d["updateDocumentType"]["name"], "delivery_note");
-    let body = s.gql(&member, update, json!({ "id": id, "i": { "description": "x" } })).await;
+    let body = s
+        .gql(
+            &member,
+            update,
+            json!({ "id": id, "i": { "description": "x" } }),
+        )
+        .await;
     assert_eq!(error_code(&body), Some("FORBIDDEN"), "{body}");
     // Another team's admin cannot touch it.
     let (_, _, other) = s.other_team("beta").await;
-    let body = s.gql(&other, update, json!({ "id": id, "i": { "description": "x" } })).await;
+    let body = s
+        .gql(
+            &other,
+            update,
+            json!({ "id": id, "i": { "description": "x" } }),
+        )
+        .await;
     assert_eq!(error_code(&body), Some("NOT_FOUND"), "{body}");
     let d = s.gql_ok(&other, TYPES, json!({})).await;
     assert!(!d.to_string().contains("delivery_note"), "{d}");
@@ -467,10 +582,23 @@ async fn the_taxonomy_is_the_admins(backend: Backend) {
     let d = s.gql_ok(&token, TYPES, json!({})).await;
     assert!(!d.to_string().contains("delivery_note"), "{d}");
     // Audited, by action.
-    let rows = s.cairn().store.audit_rows().await.unwrap_or_else(|e| panic!("{e}"));
+    let rows = s
+        .cairn()
+        .store
+        .audit_rows()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let actions: Vec<&str> = rows.iter().map(|r| r.action.as_str()).collect();
-    for a in ["document_type.create", "document_type.update", "document_type.delete"] {
-        assert_eq!(actions.iter().filter(|x| **x == a).count(), 1, "{a}: {actions:?}");
+    for a in [
+        "document_type.create",
+        "document_type.update",
+        "document_type.delete",
+    ] {
+        assert_eq!(
+            actions.iter().filter(|x| **x == a).count(),
+            1,
+            "{a}: {actions:?}"
+        );
     }
     s.stop().await;
 }

@@ -15,7 +15,8 @@ use crate::session::Session;
 
 const DOCUMENT: &str = "query($id: ID!, $page: Int!) { \
 document(id: $id) { id title filename mimeType visibility currentVersion chunkCount ownerName \
-corpus { id name } versions { version extractedChars createdAt size } } \
+corpus { id name } versions { version extractedChars createdAt size } \
+classification { type confidence method reason } processing { type extendedTaxonomy } } \
 documentText(id: $id, page: $page) { version page pageCount text } }";
 
 #[derive(Clone, Debug, Deserialize)]
@@ -38,6 +39,26 @@ struct DocumentDetail {
     owner_name: Option<String>,
     corpus: Option<CorpusName>,
     versions: Vec<Version>,
+    classification: Option<ClassificationView>,
+    processing: Option<ProcessingView>,
+}
+
+/// The current version's type (`classifyDocument`, `processDocument`).
+#[derive(Clone, Debug, Deserialize)]
+struct ClassificationView {
+    #[serde(rename = "type")]
+    doc_type: String,
+    confidence: f64,
+    method: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ProcessingView {
+    #[serde(rename = "type")]
+    doc_type: String,
+    extended_taxonomy: bool,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -218,12 +239,47 @@ fn DocumentView(session: Session) -> impl IntoView {
                     <aside class="versions card">
                         <h3>"Versions"</h3>
                         <ul id="versions-list">{versions}</ul>
+                        <h3>"Type"</h3>
+                        {type_view(doc.classification, doc.processing)}
                     </aside>
                 </div>
                 {pager}
             }
             .into_any()
         }
+    }
+}
+
+/// The document's type: its classification (how sure, by what, why) and, when it was
+/// processed as another type (a new one the taxonomy gained), that one.
+fn type_view(c: Option<ClassificationView>, p: Option<ProcessingView>) -> AnyView {
+    let processed = p.map(|p| {
+        let note = if p.extended_taxonomy {
+            format!("Processed as {} (a type this document added to the taxonomy).", p.doc_type)
+        } else {
+            format!("Processed as {}.", p.doc_type)
+        };
+        view! { <p class="muted small" id="doc-processed">{note}</p> }
+    });
+    match c {
+        Some(c) => {
+            let how = if c.method == "LLM" { "model" } else { "zero-shot" };
+            view! {
+                <p id="doc-type">
+                    <span class="tag">{c.doc_type}</span>
+                    " "
+                    <span class="muted">{format!("{:.0}% · {how}", c.confidence * 100.0)}</span>
+                </p>
+                <p class="muted small" id="doc-type-reason">{c.reason}</p>
+                {processed}
+            }
+            .into_any()
+        }
+        None => view! {
+            <p class="muted small" id="doc-type">"Not classified yet (classifyDocument or processDocument)."</p>
+            {processed}
+        }
+        .into_any(),
     }
 }
 

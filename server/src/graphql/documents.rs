@@ -180,7 +180,7 @@ impl GqlDocument {
     async fn classification(
         &self,
         ctx: &Context<'_>,
-    ) -> async_graphql::Result<Option<super::processing::GqlClassification>> {
+    ) -> async_graphql::Result<Option<super::types::GqlClassification>> {
         Ok(load(&loaders_of(ctx)?.classifications, self.raw_id)
             .await?
             .map(Into::into))
@@ -190,7 +190,7 @@ impl GqlDocument {
     async fn processing(
         &self,
         ctx: &Context<'_>,
-    ) -> async_graphql::Result<Option<super::processing::GqlProcessingResult>> {
+    ) -> async_graphql::Result<Option<super::types::GqlProcessingResult>> {
         Ok(load(&loaders_of(ctx)?.processing, self.raw_id)
             .await?
             .map(Into::into))

@@ -1,8 +1,9 @@
 //! GraphQL object types. Thin wrappers over entity rows; relation fields go through the
 //! per-request dataloaders.
 
-use async_graphql::{ComplexObject, Context, Enum, Object, SimpleObject, ID};
+use async_graphql::{ComplexObject, Context, Enum, Json, Object, SimpleObject, ID};
 use chrono::{DateTime, Utc};
+use entity::prelude::{Classification, ProcessingResult};
 
 use super::error::api;
 use super::loaders::load;
@@ -141,4 +142,94 @@ pub struct NewToken {
     pub token: String,
     pub api_token: GqlApiToken,
     pub user: GqlUser,
+}
+
+#[derive(Enum, Clone, Copy, PartialEq, Eq, Debug)]
+#[graphql(name = "ClassificationMethod")]
+pub enum GqlClassificationMethod {
+    /// The team's `utility` model (strict reply, validated).
+    Llm,
+    /// The embedder: the document against each type's description.
+    ZeroShot,
+}
+
+fn method(m: &str) -> GqlClassificationMethod {
+    if m == "llm" {
+        GqlClassificationMethod::Llm
+    } else {
+        GqlClassificationMethod::ZeroShot
+    }
+}
+
+/// A document version's type.
+#[derive(SimpleObject)]
+#[graphql(name = "Classification")]
+pub struct GqlClassification {
+    /// A name of the taxonomy (as it was when classified).
+    #[graphql(name = "type")]
+    pub doc_type: String,
+    /// 0 to 1: the model's own, or the zero-shot softmax probability.
+    pub confidence: f64,
+    pub reason: String,
+    pub method: GqlClassificationMethod,
+    pub model: String,
+    pub version: i32,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<Classification> for GqlClassification {
+    fn from(c: Classification) -> Self {
+        GqlClassification {
+            doc_type: c.type_name,
+            confidence: c.confidence,
+            reason: c.reason,
+            method: method(&c.method),
+            model: c.model,
+            version: c.version,
+            created_at: c.created_at,
+        }
+    }
+}
+
+/// What `processDocument` found for a document version.
+#[derive(SimpleObject)]
+#[graphql(name = "ProcessingResult")]
+pub struct GqlProcessingResult {
+    pub id: ID,
+    pub version: i32,
+    #[graphql(name = "type")]
+    pub doc_type: String,
+    pub confidence: f64,
+    pub method: GqlClassificationMethod,
+    /// The taxonomy gained this type.
+    pub extended_taxonomy: bool,
+    /// The model wrote the schema used.
+    pub schema_generated: bool,
+    /// The schema the values were extracted with (null for tables).
+    pub schema: Option<Json<serde_json::Value>>,
+    /// `{classification, type, suggestedType, extraction}`.
+    pub result: Json<serde_json::Value>,
+    /// The schema of `result`, measured from it.
+    pub measured_schema: Json<serde_json::Value>,
+    pub job_id: Option<ID>,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<ProcessingResult> for GqlProcessingResult {
+    fn from(r: ProcessingResult) -> Self {
+        GqlProcessingResult {
+            id: ID(r.id.to_string()),
+            version: r.version,
+            doc_type: r.type_name,
+            confidence: r.confidence,
+            method: method(&r.method),
+            extended_taxonomy: r.extended_taxonomy,
+            schema_generated: r.schema_generated,
+            schema: r.schema.map(Json),
+            result: Json(r.result),
+            measured_schema: Json(r.measured_schema),
+            job_id: r.job_id.map(|j| ID(j.to_string())),
+            created_at: r.created_at,
+        }
+    }
 }

@@ -386,7 +386,12 @@ impl Tools {
         let p = principal(&parts)?;
         match self
             .cairn
-            .extract_document(p, args.document_id, args.schema, args.schema_name.as_deref())
+            .extract_document(
+                p,
+                args.document_id,
+                args.schema,
+                args.schema_name.as_deref(),
+            )
             .await
         {
             Ok(x) => ok(text::extraction(args.document_id, &x)),

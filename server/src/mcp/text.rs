@@ -326,9 +326,18 @@ pub fn extraction(document_id: i64, x: &crate::service::ExtractionView) -> Strin
                         .map(Vec::as_slice)
                         .unwrap_or_default()
                         .iter()
-                        .map(|c| format!("{} ({})", c["name"].as_str().unwrap_or(""), c["type"].as_str().unwrap_or("")))
+                        .map(|c| {
+                            format!(
+                                "{} ({})",
+                                c["name"].as_str().unwrap_or(""),
+                                c["type"].as_str().unwrap_or("")
+                            )
+                        })
                         .collect();
-                    let page = t["page"].as_u64().map(|p| format!(", page {p}")).unwrap_or_default();
+                    let page = t["page"]
+                        .as_u64()
+                        .map(|p| format!(", page {p}"))
+                        .unwrap_or_default();
                     let _ = writeln!(
                         out,
                         "\n## {}{page}: {} rows\ncolumns: {}",
@@ -376,7 +385,11 @@ pub fn processed(
                 r.type_name,
                 r.confidence,
                 r.method,
-                if r.extended_taxonomy { "; added to the taxonomy" } else { "" }
+                if r.extended_taxonomy {
+                    "; added to the taxonomy"
+                } else {
+                    ""
+                }
             );
             if r.schema_generated {
                 out.push_str("schema: written by the model for this type\n");

@@ -86,8 +86,8 @@ impl Cairn {
         input: DocumentTypeInput,
     ) -> ServiceResult<DocumentType> {
         p.require(Capability::Admin)?;
-        let name = taxonomy::checked_name(input.name.as_deref().unwrap_or_default())
-            .map_err(invalid)?;
+        let name =
+            taxonomy::checked_name(input.name.as_deref().unwrap_or_default()).map_err(invalid)?;
         let description =
             taxonomy::checked_description(input.description.as_deref().unwrap_or_default())
                 .map_err(invalid)?;
@@ -109,7 +109,12 @@ impl Cairn {
             })
             .await?;
         self.store
-            .audit(Some(p.team_id), Some(p.user_id), "document_type.create", Some(&row.name))
+            .audit(
+                Some(p.team_id),
+                Some(p.user_id),
+                "document_type.create",
+                Some(&row.name),
+            )
             .await?;
         Ok(row)
     }
@@ -145,7 +150,12 @@ impl Cairn {
             .await?
             .ok_or(ServiceError::NotFound("document type"))?;
         self.store
-            .audit(Some(p.team_id), Some(p.user_id), "document_type.update", Some(&row.name))
+            .audit(
+                Some(p.team_id),
+                Some(p.user_id),
+                "document_type.update",
+                Some(&row.name),
+            )
             .await?;
         Ok(row)
     }
@@ -159,7 +169,12 @@ impl Cairn {
         let gone = self.store.delete_document_type(p.team_id, id).await?;
         if gone {
             self.store
-                .audit(Some(p.team_id), Some(p.user_id), "document_type.delete", Some(&row.name))
+                .audit(
+                    Some(p.team_id),
+                    Some(p.user_id),
+                    "document_type.delete",
+                    Some(&row.name),
+                )
                 .await?;
         }
         Ok(gone)
@@ -173,7 +188,11 @@ impl Cairn {
             .audit(
                 Some(p.team_id),
                 Some(p.user_id),
-                if on { "team.extend_taxonomy.on" } else { "team.extend_taxonomy.off" },
+                if on {
+                    "team.extend_taxonomy.on"
+                } else {
+                    "team.extend_taxonomy.off"
+                },
                 None,
             )
             .await?;

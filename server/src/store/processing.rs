@@ -157,15 +157,12 @@ impl Store {
             a.schema = Set(s);
         }
         a.updated_at = Set(Utc::now());
-        DocumentTypes::update(a)
-            .exec(&self.db)
-            .await
-            .map_err(|e| {
-                StoreError::from_write(
-                    e,
-                    &format!("a document type named {}", name.unwrap_or_default()),
-                )
-            })?;
+        DocumentTypes::update(a).exec(&self.db).await.map_err(|e| {
+            StoreError::from_write(
+                e,
+                &format!("a document type named {}", name.unwrap_or_default()),
+            )
+        })?;
         self.document_type(team_id, id).await
     }
 
@@ -246,17 +243,20 @@ impl Store {
         };
         Classifications::insert(row)
             .on_conflict(
-                OnConflict::columns([ClassificationColumn::DocumentId, ClassificationColumn::Version])
-                    .update_columns([
-                        ClassificationColumn::TypeName,
-                        ClassificationColumn::Confidence,
-                        ClassificationColumn::Reason,
-                        ClassificationColumn::Method,
-                        ClassificationColumn::Model,
-                        ClassificationColumn::CreatedBy,
-                        ClassificationColumn::CreatedAt,
-                    ])
-                    .to_owned(),
+                OnConflict::columns([
+                    ClassificationColumn::DocumentId,
+                    ClassificationColumn::Version,
+                ])
+                .update_columns([
+                    ClassificationColumn::TypeName,
+                    ClassificationColumn::Confidence,
+                    ClassificationColumn::Reason,
+                    ClassificationColumn::Method,
+                    ClassificationColumn::Model,
+                    ClassificationColumn::CreatedBy,
+                    ClassificationColumn::CreatedAt,
+                ])
+                .to_owned(),
             )
             .exec_without_returning(&self.db)
             .await?;
