@@ -7,9 +7,10 @@ set -euo pipefail
 cd "$ROOT"
 
 ensure_rust
-# OCR (Tesseract, pdftoppm) as the server uses it, and img2pdf, which makes the test scans.
+# OCR (Tesseract, pdftoppm) as the server uses it, img2pdf, which makes the test scans, and
+# pandoc, which turns a real HTML chapter into the DOCX of the table-extraction test.
 ensure_apt ca-certificates gcc pkg-config python3 python3-pip nodejs npm chromium chromium-driver \
-  tesseract-ocr tesseract-ocr-eng poppler-utils img2pdf
+  tesseract-ocr tesseract-ocr-eng poppler-utils img2pdf pandoc
 
 log "PostgreSQL + pgvector ..."
 CAIRN_TEST_PG_URL=$(bash scripts/pgvector.sh start)
@@ -41,6 +42,10 @@ export CAIRN_TEST_HANDBOOK
 log "document-classification set (changelogs, licences, READMEs, manuals from Debian's packages) ..."
 CAIRN_TEST_DOC_KINDS=$(bash scripts/fetch-doc-kinds.sh)
 export CAIRN_TEST_DOC_KINDS
+
+log "real tables (readxl's datasets.xls; a Debian Reference chapter as DOCX by pandoc) ..."
+CAIRN_TEST_REAL_TABLES=$(bash scripts/fetch-real-tables.sh)
+export CAIRN_TEST_REAL_TABLES
 
 log "reference retrieval pipeline (rank_bm25, sentence-transformers on Debian's CPU torch) ..."
 CAIRN_PEER_PYTHON=$(bash scripts/peer-python.sh)

@@ -4,7 +4,9 @@
 //! Markdown itself) and every spreadsheet sheet as a `[Sheet: name]` line, a blank line and a
 //! Markdown table. [`extract`] reads them back from a document's text: a table is a header
 //! row of `|` cells, a `| --- |` separator row, and the rows after it; `\|` inside a cell is a
-//! literal bar. A table is named by the `[Sheet: …]` line above it, else by the heading of
+//! literal bar. Rows of the same width that follow a table after blank lines continue it (a
+//! long table is stored in several chunks, and a document's text is its chunks joined by blank
+//! lines); a new header and separator start a new table. A table is named by the `[Sheet: …]` line above it, else by the heading of
 //! its section (a second table of the section gets ` (2)`), else `table N`; its page is the
 //! last `[Page N]` marker before it.
 //!
@@ -126,9 +128,27 @@ pub fn extract(text: &str) -> Vec<Table> {
             if is_separator(&sep) {
                 let mut rows = Vec::new();
                 let mut j = i + 2;
-                while let Some(r) = lines.get(j).and_then(|l| cells(l)) {
-                    rows.push(r);
-                    j += 1;
+                loop {
+                    while let Some(r) = lines.get(j).and_then(|l| cells(l)) {
+                        rows.push(r);
+                        j += 1;
+                    }
+                    // A long table is stored in several chunks, whose text is joined by blank
+                    // lines: rows of the same width right after them (not a new table's header
+                    // and separator) continue it.
+                    let mut k = j;
+                    while lines.get(k).is_some_and(|l| l.trim().is_empty()) {
+                        k += 1;
+                    }
+                    let next = lines.get(k).and_then(|l| cells(l));
+                    let new_table = lines
+                        .get(k + 1)
+                        .and_then(|l| cells(l))
+                        .is_some_and(|c| is_separator(&c));
+                    match next {
+                        Some(r) if k > j && r.len() == header.len() && !new_table => j = k,
+                        _ => break,
+                    }
                 }
                 let base = sheet
                     .take()
@@ -363,6 +383,20 @@ mod tests {
         assert_eq!(t[1].rows[1]["Since"], "2021-05-06T00:00:00");
         assert_eq!(t[2].name, "Staff (2)", "the second table of the section");
         assert_eq!(extract("| a |\n| --- |\n| 1 |")[0].name, "table 1");
+    }
+
+    #[test]
+    fn a_table_split_across_chunks_is_one_table() {
+        let text = "[Sheet: s]\n\n| a | b |\n| --- | --- |\n| 1 | x |\n| 2 | y |\n\n| 3 | z |\n| 4 | w |\n\n| c |\n| --- |\n| 5 |\n\n| 6 | v |";
+        let t = extract(text);
+        assert_eq!(t.len(), 2, "{t:?}");
+        assert_eq!(t[0].rows.len(), 4);
+        assert_eq!(t[0].columns[0].column_type, ColumnType::Integer);
+        assert_eq!(
+            t[1].rows.len(),
+            1,
+            "a row of another width does not continue it"
+        );
     }
 
     #[test]

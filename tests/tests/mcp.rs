@@ -17,6 +17,7 @@ both_backends!(
     private_text_and_revocation,
     synthesis_is_anonymized_and_sources_are_whole,
     suggested_context_tool,
+    processing_tools,
 );
 
 const NEWS: &str = "Team news.\n\nAcme Robotics is based in Berlin. The Acme Robotics team ships warehouse robots.";
@@ -845,5 +846,89 @@ async fn suggested_context_tool(backend: Backend) {
         "{block}"
     );
     assert!(block.contains("list the open work orders"), "{block}");
+    s.stop().await;
+}
+
+const STOCK: &str = "# Depot stock\n\nCounted on Monday.\n\n| Depot | Crates | Inspected |\n| --- | --- | --- |\n| Leeds | 1,200 | yes |\n| York | 40 | no |";
+
+/// `classify_document`, `extract_document`, `process_document` without a model (zero-shot,
+/// tables): their text cards; a schema without a model is an MCP error naming UNAVAILABLE;
+/// another user's private document is "not found", never its text.
+async fn processing_tools(backend: Backend) {
+    require_model();
+    let s = TestServer::start(backend).await;
+    let owner = s.owner_token.clone();
+    let corpus = s.create_corpus(&owner, "depots").await;
+    let stock: i64 = s
+        .ingest_text(&owner, &corpus, "Stock", STOCK, "TEAM")
+        .await
+        .parse()
+        .unwrap_or_default();
+    let (_, member) = s.user_with_token("mia", "MEMBER").await;
+    let memo: i64 = s
+        .ingest_text(
+            &member,
+            &corpus,
+            "memo",
+            &format!("Private memo. {CANARY} crates."),
+            "PRIVATE",
+        )
+        .await
+        .parse()
+        .unwrap_or_default();
+    let steps = json!([
+        { "list_tools": true },
+        { "tool": "classify_document", "args": { "document_id": stock } },
+        { "tool": "extract_document", "args": { "document_id": stock } },
+        { "tool": "extract_document", "args": { "document_id": stock, "schema": { "properties": { "depot": { "type": "string" } } } } },
+        { "tool": "process_document", "args": { "document_id": stock } },
+        { "tool": "classify_document", "args": { "document_id": memo } },
+        { "tool": "extract_document", "args": { "document_id": memo } },
+        { "tool": "process_document", "args": { "document_id": memo } },
+    ]);
+    let c = mcp_client(&s, &owner, steps, no_pause).await;
+    keep_report(&format!("processing-{backend:?}"), &c.out);
+    let names = c.tool_names();
+    for t in ["classify_document", "extract_document", "process_document"] {
+        assert!(names.contains(&t.to_owned()), "{t} missing from {names:?}");
+    }
+    let text = c.text(0);
+    assert!(
+        text.starts_with(&format!(
+            "[CLASSIFICATION] document_id={stock} version=1\ntype: "
+        )),
+        "{text}"
+    );
+    assert!(text.contains("zero-shot, embedder"), "{text}");
+    let text = c.text(1);
+    assert!(
+        text.starts_with(&format!("[EXTRACTION] document_id={stock} mode=tables\n")),
+        "{text}"
+    );
+    assert!(text.contains("## Depot stock: 2 rows\ncolumns: Depot (string), Crates (integer), Inspected (boolean)"), "{text}");
+    assert!(
+        text.contains(r#"{"Crates":1200,"Depot":"Leeds","Inspected":true}"#),
+        "{text}"
+    );
+    assert!(text.contains("schema (measured): "), "{text}");
+    let err = c.call(2)["error"].as_str().unwrap_or_default().to_owned();
+    assert!(err.contains("UNAVAILABLE"), "{}", c.call(2));
+    let text = c.text(3);
+    assert!(
+        text.starts_with(&format!("[PROCESSING] document_id={stock} job=")),
+        "{text}"
+    );
+    assert!(
+        text.contains("state=succeeded") && text.contains("\"mode\":\"tables\""),
+        "{text}"
+    );
+    for i in 4..=6 {
+        assert_eq!(c.call(i)["is_error"], true, "{}", c.call(i));
+        let t = c.call(i).to_string();
+        assert!(
+            t.contains("is visible to you") && !t.contains(CANARY),
+            "{t}"
+        );
+    }
     s.stop().await;
 }
