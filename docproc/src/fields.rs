@@ -186,9 +186,9 @@ fn numbers_in(s: &str) -> Vec<f64> {
     let chars: Vec<char> = s.chars().collect();
     for (i, &c) in chars.iter().enumerate() {
         let digit_next = chars.get(i + 1).is_some_and(char::is_ascii_digit);
-        if c.is_ascii_digit() || ((c == '.' || c == ',') && !cur.is_empty() && digit_next) {
-            cur.push(c);
-        } else if c == '-' && cur.is_empty() && digit_next {
+        let inner_separator = (c == '.' || c == ',') && !cur.is_empty() && digit_next;
+        let sign = c == '-' && cur.is_empty() && digit_next;
+        if c.is_ascii_digit() || inner_separator || sign {
             cur.push(c);
         } else if !cur.is_empty() {
             flush(&mut cur, &mut out);

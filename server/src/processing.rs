@@ -633,11 +633,10 @@ pub fn extract_tables(text: &str) -> Extracted {
 fn job_error(e: ProcessError) -> JobError {
     match e {
         ProcessError::Store(s) => s.into(),
-        ProcessError::Llm { code, message }
-            if matches!(code, "LLM_TIMEOUT" | "LLM_UNAVAILABLE") =>
-        {
-            JobError::Transient(message)
-        }
+        ProcessError::Llm {
+            code: "LLM_TIMEOUT" | "LLM_UNAVAILABLE",
+            message,
+        } => JobError::Transient(message),
         other => JobError::Permanent(other.to_string()),
     }
 }

@@ -255,7 +255,10 @@ fn DocumentView(session: Session) -> impl IntoView {
 fn type_view(c: Option<ClassificationView>, p: Option<ProcessingView>) -> AnyView {
     let processed = p.map(|p| {
         let note = if p.extended_taxonomy {
-            format!("Processed as {} (a type this document added to the taxonomy).", p.doc_type)
+            format!(
+                "Processed as {} (a type this document added to the taxonomy).",
+                p.doc_type
+            )
         } else {
             format!("Processed as {}.", p.doc_type)
         };

@@ -253,32 +253,6 @@ pub fn forbidden(msg: &str) -> String {
     format!("Not allowed: {msg}. Your role does not permit this; ask a team admin.\n")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn relevance_lines_start_with_the_banner() {
-        for r in [
-            Relevance::High,
-            Relevance::Moderate,
-            Relevance::Low,
-            Relevance::LexicalMatch,
-        ] {
-            assert!(relevance_line(r).starts_with("**Search relevance: "));
-        }
-        assert!(relevance_line(Relevance::Low).contains("do not re-search"));
-    }
-
-    #[test]
-    fn argument_names_are_the_tools() {
-        assert_eq!(
-            tool_words("topK must be between 1 and 100"),
-            "top_k must be between 1 and 100"
-        );
-    }
-}
-
 /// `classify_document`: the `classification_result` card as text.
 pub fn classification(document_id: i64, c: &entity::prelude::Classification) -> String {
     format!(
@@ -403,4 +377,30 @@ pub fn processed(
         ),
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relevance_lines_start_with_the_banner() {
+        for r in [
+            Relevance::High,
+            Relevance::Moderate,
+            Relevance::Low,
+            Relevance::LexicalMatch,
+        ] {
+            assert!(relevance_line(r).starts_with("**Search relevance: "));
+        }
+        assert!(relevance_line(Relevance::Low).contains("do not re-search"));
+    }
+
+    #[test]
+    fn argument_names_are_the_tools() {
+        assert_eq!(
+            tool_words("topK must be between 1 and 100"),
+            "top_k must be between 1 and 100"
+        );
+    }
 }
