@@ -864,6 +864,8 @@ async fn owner_journey(
     );
     wait_for(client, "#versions-list li.cited[data-version=\"1\"]").await?;
     wait_for_text(client, ".meta", "application/pdf").await?;
+    // The type panel: nothing classified the memo yet.
+    wait_for_text(client, "#doc-type", "Not classified yet").await?;
     let visible = wait_until(
         client,
         "highlight scrolled into view",
