@@ -66,9 +66,13 @@ impl Store {
                 // Every session: the HNSW candidate list, and iterative scans so that a
                 // filtered `ORDER BY … LIMIT 300` keeps scanning until 300 readable rows pass
                 // (pgvector ≥ 0.8; the vector channel re-sorts exactly afterwards).
+                // Custom plans always: the channels' statements are prepared once per
+                // connection, and a generic plan (PostgreSQL's choice after five runs) cannot
+                // see which of a query's terms are rare, which decides the lexical plan.
                 o.options([
                     ("hnsw.ef_search", tuning.ef_search.to_string()),
                     ("hnsw.iterative_scan", "relaxed_order".to_owned()),
+                    ("plan_cache_mode", "force_custom_plan".to_owned()),
                 ])
             });
         if url.starts_with("sqlite:") {

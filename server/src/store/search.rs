@@ -90,7 +90,6 @@ struct ChangedDocument {
 #[derive(Debug, FromQueryResult)]
 struct ChunkVector {
     document_id: i64,
-    chunk_index: i32,
     id: i64,
     embedding: Vec<u8>,
 }
@@ -412,49 +411,48 @@ impl Store {
     }
 
     /// Installs the current-version vectors of all documents (or of `only`) into `ix`, a page
-    /// of rows at a time.
+    /// of documents at a time: each page names its documents (`document_id IN (…)`, at most
+    /// [`INDEX_LOAD_PAGE`] chunks by their counts), so every page is a run of lookups on the
+    /// `(document_id, version, chunk_index)` key, and the whole load reads each row once. (The
+    /// keyset predicate it replaces, `document_id > ? OR (document_id = ? AND chunk_index > ?)`,
+    /// is an OR no index serves: each of its pages scanned and sorted the whole table.)
     async fn load_into(&self, ix: &VectorIndex, only: Option<&[i64]>) -> StoreResult<()> {
-        let metas = self.index_metas(only).await?;
-        let by_id: HashMap<i64, DocMeta> = metas.into_iter().map(|(m, _)| (m.id, m)).collect();
-        let mut after: (i64, i64) = (i64::MIN, i64::MIN);
-        let mut current: Option<(i64, Vec<i64>, Vec<f32>)> = None;
-        loop {
-            let mut q = Sql::new(self.backend());
-            q.push("SELECT c.document_id AS document_id, c.chunk_index AS chunk_index, c.id AS id, c.embedding AS embedding FROM chunks c JOIN documents d ON d.id = c.document_id AND c.version = d.current_version WHERE c.embedding IS NOT NULL AND (c.document_id > ")
-                .bind(after.0)
-                .push(" OR (c.document_id = ")
-                .bind(after.0)
-                .push(" AND c.chunk_index > ")
-                .bind(after.1)
-                .push("))");
-            if let Some(ids) = only {
-                q.push(" AND c.document_id IN ")
-                    .push_list(ids.iter().copied());
+        let mut metas = self.index_metas(only).await?;
+        metas.sort_by_key(|(m, _)| m.id);
+        let mut start = 0;
+        while start < metas.len() {
+            let mut end = start;
+            let mut rows: i64 = 0;
+            while end < metas.len()
+                && (end == start || rows + i64::from(metas[end].1) <= INDEX_LOAD_PAGE)
+            {
+                rows += i64::from(metas[end].1);
+                end += 1;
             }
-            q.push(" ORDER BY c.document_id, c.chunk_index LIMIT ")
-                .bind(INDEX_LOAD_PAGE);
-            let rows = ChunkVector::find_by_statement(q.build())
+            let page = &metas[start..end];
+            start = end;
+            let by_id: HashMap<i64, DocMeta> = page.iter().map(|(m, _)| (m.id, *m)).collect();
+            let mut q = Sql::new(self.backend());
+            q.push("SELECT c.document_id AS document_id, c.id AS id, c.embedding AS embedding FROM chunks c JOIN documents d ON d.id = c.document_id AND c.version = d.current_version WHERE c.embedding IS NOT NULL AND c.document_id IN ")
+                .push_list(page.iter().map(|(m, _)| m.id))
+                .push(" ORDER BY c.document_id, c.chunk_index");
+            let found = ChunkVector::find_by_statement(q.build())
                 .all(self.connection())
                 .await?;
-            let n = rows.len();
-            for r in rows {
-                let (doc, chunk, blob) = (r.document_id, r.id, r.embedding);
-                after = (doc, i64::from(r.chunk_index));
-                if current.as_ref().is_some_and(|c| c.0 != doc) {
+            let mut current: Option<(i64, Vec<i64>, Vec<f32>)> = None;
+            for r in found {
+                if current.as_ref().is_some_and(|c| c.0 != r.document_id) {
                     if let Some((d, ids, vecs)) = current.take() {
                         install(ix, &by_id, d, ids, vecs)?;
                     }
                 }
-                let entry = current.get_or_insert_with(|| (doc, Vec::new(), Vec::new()));
-                entry.1.push(chunk);
-                push_f32_blob(&mut entry.2, &blob, EMBEDDING_DIM)?;
+                let entry = current.get_or_insert_with(|| (r.document_id, Vec::new(), Vec::new()));
+                entry.1.push(r.id);
+                push_f32_blob(&mut entry.2, &r.embedding, EMBEDDING_DIM)?;
             }
-            if (n as i64) < INDEX_LOAD_PAGE {
-                break;
+            if let Some((d, ids, vecs)) = current.take() {
+                install(ix, &by_id, d, ids, vecs)?;
             }
-        }
-        if let Some((d, ids, vecs)) = current.take() {
-            install(ix, &by_id, d, ids, vecs)?;
         }
         Ok(())
     }
