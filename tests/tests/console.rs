@@ -878,6 +878,19 @@ async fn owner_journey(
     screenshot(client, "document-highlight").await?;
     let memo_path = path_of(client).await?;
 
+    // Classified (no model here: the zero-shot classifier), the panel names the type.
+    server
+        .gql_ok(
+            &server.owner_token,
+            "mutation($d: ID!) { classifyDocument(documentId: $d) { type } }",
+            json!({ "d": memo_path.trim_start_matches("/documents/") }),
+        )
+        .await;
+    client.refresh().await?;
+    wait_for(client, "#doc-type .tag").await?;
+    wait_for_text(client, "#doc-type-reason", "zero-shot").await?;
+    screenshot(client, "document-type").await?;
+
     // A GraphQL error reads as a sentence.
     client
         .goto(&format!("{}/corpora/999999", server.url))
