@@ -249,26 +249,43 @@ impl Processor {
 
     /// Classifies the document's current version and stores the result.
     pub async fn classify(&self, p: &Principal, doc: &Document) -> ProcessResultOf<Classified> {
-        self.classify_in(Call { p, job_id: None }, doc).await
+        let rows = self.taxonomy(p.team_id).await?;
+        let (text, version) = self.text(p, doc).await?;
+        let client = self.utility(p.team_id).await?;
+        self.classify_in(
+            Call { p, job_id: None },
+            doc,
+            &rows,
+            (&text, version),
+            client.as_ref(),
+        )
+        .await
     }
 
-    async fn classify_in(&self, call: Call<'_>, doc: &Document) -> ProcessResultOf<Classified> {
-        let rows = self.taxonomy(call.p.team_id).await?;
+    /// Classifies `text` (the document's current `version`) against the taxonomy `rows` with
+    /// `client`, or zero-shot without one, and stores the result.
+    async fn classify_in(
+        &self,
+        call: Call<'_>,
+        doc: &Document,
+        rows: &[DocumentType],
+        (text, version): (&str, i32),
+        client: Option<&LlmClient>,
+    ) -> ProcessResultOf<Classified> {
         if rows.is_empty() {
             return Err(ProcessError::Unavailable(
                 "the team's taxonomy has no document types: an admin must add one".into(),
             ));
         }
-        let types = Self::doc_types(&rows);
-        let (text, version) = self.text(call.p, doc).await?;
+        let types = Self::doc_types(rows);
         let mut spent = Spent::default();
-        let (c, method, model) = match self.utility(call.p.team_id).await? {
+        let (c, method, model) = match client {
             Some(client) => {
                 let c = self
                     .ask(
                         call,
-                        &client,
-                        prompt::classify(&types, cairn_docproc::cap_text(&text)),
+                        client,
+                        prompt::classify(&types, cairn_docproc::cap_text(text)),
                         &mut spent,
                         |raw| classify::validate(raw, &types),
                     )
@@ -276,7 +293,7 @@ impl Processor {
                 (c, "llm", client.model().to_owned())
             }
             None => (
-                self.zero_shot(&text, &types).await?,
+                self.zero_shot(text, &types).await?,
                 "zero_shot",
                 self.embedder_model(),
             ),
@@ -445,18 +462,23 @@ impl Processor {
             })?;
         let team_visible = doc.visibility == Visibility::Team.as_str();
         ctx.progress("classifying", Some(1), Some(4)).await?;
-        let classified = self.classify_in(call, &doc).await.map_err(job_error)?;
+        // Read once for the whole flow: the taxonomy (kept in step with what this job adds),
+        // the text and the team's model.
+        let mut rows = self.taxonomy(p.team_id).await.map_err(job_error)?;
+        let (text, version) = self.text(p, &doc).await.map_err(job_error)?;
+        let client = self.utility(p.team_id).await.map_err(job_error)?;
+        let classified = self
+            .classify_in(call, &doc, &rows, (&text, version), client.as_ref())
+            .await
+            .map_err(job_error)?;
         let mut spent = classified.spent;
         let c = classified.row;
-        let client = self.utility(p.team_id).await.map_err(job_error)?;
         let mut type_name = c.type_name.clone();
         let mut extended = false;
         let mut suggested: Option<Json> = None;
         if c.confidence < self.min_confidence {
             if let Some(client) = &client {
                 ctx.progress("suggesting", Some(2), Some(4)).await?;
-                let rows = self.taxonomy(p.team_id).await.map_err(job_error)?;
-                let (text, _) = self.text(p, &doc).await.map_err(job_error)?;
                 let s = self
                     .ask(
                         call,
@@ -497,18 +519,19 @@ impl Processor {
                             .await?;
                     }
                     extended = added;
-                    type_name = row.name;
+                    type_name = row.name.clone();
+                    if !rows.iter().any(|r| r.id == row.id) {
+                        rows.push(row);
+                    }
                 }
             }
         }
         ctx.progress("schema", Some(3), Some(4)).await?;
-        let rows = self.taxonomy(p.team_id).await.map_err(job_error)?;
         let type_row = rows.iter().find(|r| r.name == type_name);
         let mut schema = type_row
             .and_then(|r| r.schema.as_ref())
             .and_then(|s| taxonomy::FieldSchema::parse(s).ok());
         let mut schema_generated = false;
-        let (text, version) = self.text(p, &doc).await.map_err(job_error)?;
         if let (None, Some(client), Some(row)) = (&schema, &client, type_row) {
             let dt = taxonomy::DocType {
                 name: row.name.clone(),

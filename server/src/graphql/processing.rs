@@ -89,8 +89,8 @@ impl From<ExtractionView> for GqlExtraction {
             schema: x.schema.map(Json),
             filled: int(x.filled),
             tables: int(x.tables),
-            llm_calls: i32::try_from(x.llm_calls).unwrap_or(i32::MAX),
-            cost_usd: x.cost_usd,
+            llm_calls: i32::try_from(x.spent.calls).unwrap_or(i32::MAX),
+            cost_usd: x.spent.cost_usd,
         }
     }
 }

@@ -331,8 +331,12 @@ pub fn extraction(document_id: i64, x: &crate::service::ExtractionView) -> Strin
         }
     }
     let _ = write!(out, "\nschema (measured): {}\n", x.measured_schema);
-    if x.llm_calls > 0 {
-        let _ = writeln!(out, "cost: {} model calls, ${:.6}", x.llm_calls, x.cost_usd);
+    if x.spent.calls > 0 {
+        let _ = writeln!(
+            out,
+            "cost: {} model calls, ${:.6}",
+            x.spent.calls, x.spent.cost_usd
+        );
     }
     out
 }

@@ -45,19 +45,8 @@ pub struct DocumentTypeInput {
     pub schema: Option<Json>,
 }
 
-/// What `extractDocument` returns.
-#[derive(Clone, Debug)]
-pub struct ExtractionView {
-    /// `schema` or `tables`.
-    pub mode: &'static str,
-    pub data: Json,
-    pub measured_schema: Json,
-    pub schema: Option<Json>,
-    pub filled: usize,
-    pub tables: usize,
-    pub llm_calls: u32,
-    pub cost_usd: f64,
-}
+/// What `extractDocument` returns (the processing layer's own result).
+pub use crate::processing::Extracted as ExtractionView;
 
 fn checked_schema(s: &Json) -> ServiceResult<Json> {
     Ok(taxonomy::FieldSchema::parse(s).map_err(invalid)?.to_json())
@@ -250,17 +239,7 @@ impl Cairn {
             }
             (None, None) => None,
         };
-        let x = self.processor().extract(p, &doc, schema.as_ref()).await?;
-        Ok(ExtractionView {
-            mode: x.mode,
-            data: x.data,
-            measured_schema: x.measured_schema,
-            schema: x.schema,
-            filled: x.filled,
-            tables: x.tables,
-            llm_calls: x.spent.calls,
-            cost_usd: x.spent.cost_usd,
-        })
+        Ok(self.processor().extract(p, &doc, schema.as_ref()).await?)
     }
 
     /// Queues processDocument for a document (a job with progress stages).
