@@ -8,7 +8,8 @@
 //! ```
 //!
 //! Options (after `--`): `--emit-sentences PATH` writes the sentences, one a line, and exits;
-//! `--reps N` (default 3) timed runs; `--threads N`, `--budget N` override the defaults;
+//! `--texts PATH` embeds PATH's lines instead (real chunks); `--query-latency` times 200 short
+//! queries one at a time instead; `--reps N` (default 3) timed runs; `--threads N`, `--budget N` override the defaults;
 //! `--vectors PATH` writes the last run's vectors as JSON (compare with peer.py's).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -135,8 +136,18 @@ fn arg_value(args: &[String], name: &str) -> Option<String> {
 }
 
 fn main() {
+    cairn_embed::configure_process();
     let args: Vec<String> = std::env::args().collect();
-    let texts = sentences();
+    // `--texts PATH`: one text a line (real chunks, for instance) instead of the sentences.
+    let texts = match arg_value(&args, "--texts") {
+        Some(path) => std::fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(str::to_owned)
+            .collect(),
+        None => sentences(),
+    };
     if let Some(path) = arg_value(&args, "--emit-sentences") {
         std::fs::write(&path, texts.join("\n") + "\n").unwrap();
         eprintln!("wrote {} sentences to {path}", texts.len());
@@ -148,6 +159,9 @@ fn main() {
     let mut cfg = EmbedConfig::new(model_dir);
     if let Some(t) = arg_value(&args, "--threads") {
         cfg.threads = t.parse().unwrap();
+    }
+    if let Some(t) = arg_value(&args, "--compute-threads") {
+        cfg.compute_threads = t.parse().unwrap();
     }
     if let Some(b) = arg_value(&args, "--budget") {
         cfg.batch_token_budget = b.parse().unwrap();
@@ -170,6 +184,33 @@ fn main() {
         cfg.threads,
         std::env::var("RAYON_NUM_THREADS").unwrap_or_else(|_| "default".into()),
     );
+
+    if args.iter().any(|a| a == "--query-latency") {
+        // One short query at a time, as a search embeds it: the first 5 words of each sentence.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut ms: Vec<f64> = texts
+            .iter()
+            .take(400)
+            .map(|t| {
+                let q: String = t.split_whitespace().take(5).collect::<Vec<_>>().join(" ");
+                let start = Instant::now();
+                rt.block_on(e.embed_query(&q)).unwrap();
+                start.elapsed().as_secs_f64() * 1e3
+            })
+            .collect();
+        let ms = &mut ms[20..]; // the first 20 warm up
+        ms.sort_by(f64::total_cmp);
+        println!(
+            "embed_query (5 words): p50 {:.2} ms, p95 {:.2} ms, n={}",
+            ms[ms.len() / 2],
+            ms[ms.len() * 95 / 100],
+            ms.len()
+        );
+        return;
+    }
 
     // Warm-up (allocator, caches).
     e.embed_blocking(texts[..64].to_vec(), None).unwrap();

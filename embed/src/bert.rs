@@ -16,6 +16,54 @@ use candle_core::{CpuStorage, CustomOp1, DType, Device, Layout, Module, Shape, T
 use candle_nn::{embedding, layer_norm, linear, Embedding, LayerNorm, Linear, VarBuilder};
 use candle_transformers::models::bert::{Config, HiddenAct, PositionEmbeddingType};
 
+/// A dense layer, `y = x · Wᵀ + b`, with `W` kept as `(out, in)`.
+///
+/// candle's CPU matrix multiply (the `gemm` crate) computes in register tiles of 64 rows of
+/// the left operand. With the input on the left, a short input (a search query: one row of a
+/// dozen tokens) fills a few of those rows and pays for all of them: measured, a 5-word query
+/// took 21 ms. Below [`SHORT_ROWS`] rows the product is taken the other way round,
+/// `y = (W · xᵀ)ᵀ`, so the weight's `out` rows fill the tiles and the few input rows are the
+/// narrow side.
+struct Dense {
+    w: Tensor,
+    bias: Tensor,
+}
+
+/// Inputs with fewer rows (tokens in the batch) than this multiply as `(W · xᵀ)ᵀ`.
+const SHORT_ROWS: usize = 64;
+
+impl Dense {
+    fn new(l: &Linear) -> candle_core::Result<Self> {
+        let bias = l
+            .bias()
+            .cloned()
+            .ok_or_else(|| candle_core::Error::Msg("dense layer without bias".into()))?;
+        Ok(Self {
+            w: l.weight().contiguous()?,
+            bias,
+        })
+    }
+
+    /// `(…, in)` → `(…, out)`.
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let dims = x.dims().to_vec();
+        let k = dims.last().copied().unwrap_or(0);
+        let rows: usize = dims[..dims.len().saturating_sub(1)].iter().product();
+        let x2 = x.contiguous()?.reshape((rows, k))?;
+        let y = if rows < SHORT_ROWS {
+            self.w.matmul(&x2.t()?)?.t()?
+        } else {
+            x2.matmul(&self.w.t()?)?
+        };
+        let y = y.broadcast_add(&self.bias)?;
+        let mut out = dims;
+        if let Some(last) = out.last_mut() {
+            *last = self.w.dim(0)?;
+        }
+        y.reshape(out)
+    }
+}
+
 pub(crate) struct Bert {
     embeddings: Embeddings,
     layers: Vec<Layer>,
@@ -29,14 +77,14 @@ struct Embeddings {
 }
 
 struct Layer {
-    qkv: Linear,
+    qkv: Dense,
     heads: usize,
     head_dim: usize,
-    attn_out: Linear,
+    attn_out: Dense,
     attn_norm: LayerNorm,
-    intermediate: Linear,
+    intermediate: Dense,
     act: HiddenAct,
-    output: Linear,
+    output: Dense,
     out_norm: LayerNorm,
 }
 
@@ -113,14 +161,18 @@ impl Layer {
             Some(Tensor::cat(&[bias(&q)?, bias(&k)?, bias(&v)?], 0)?),
         );
         Ok(Self {
-            qkv,
+            qkv: Dense::new(&qkv)?,
             heads: cfg.num_attention_heads,
             head_dim: h / cfg.num_attention_heads,
-            attn_out: linear(h, h, vb.pp("attention.output.dense"))?,
+            attn_out: Dense::new(&linear(h, h, vb.pp("attention.output.dense"))?)?,
             attn_norm: layer_norm(h, cfg.layer_norm_eps, vb.pp("attention.output.LayerNorm"))?,
-            intermediate: linear(h, cfg.intermediate_size, vb.pp("intermediate.dense"))?,
+            intermediate: Dense::new(&linear(
+                h,
+                cfg.intermediate_size,
+                vb.pp("intermediate.dense"),
+            )?)?,
             act: cfg.hidden_act,
-            output: linear(cfg.intermediate_size, h, vb.pp("output.dense"))?,
+            output: Dense::new(&linear(cfg.intermediate_size, h, vb.pp("output.dense"))?)?,
             out_norm: layer_norm(h, cfg.layer_norm_eps, vb.pp("output.LayerNorm"))?,
         })
     }
@@ -187,7 +239,8 @@ impl CustomOp1 for GeluErf {
         };
         let src = &data[start..end];
         let mut dst = vec![0f32; src.len()];
-        let threads = candle_core::utils::get_num_threads().max(1);
+        // The pool this runs in: one thread inside a compute lane.
+        let threads = rayon::current_num_threads().max(1);
         if threads == 1 || src.len() < PARALLEL_MIN {
             gelu_slice(src, &mut dst);
         } else {

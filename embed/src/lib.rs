@@ -16,9 +16,12 @@
 //!   current batch and abandons the rest of the request.
 //! * A panic inside a request is caught and returned as [`EmbedError::Inference`]; the worker
 //!   keeps serving. When every handle is dropped, the queue closes and the workers exit.
-//! * Inside one forward pass candle's CPU kernels use its own (rayon) thread pool, sized from
-//!   `RAYON_NUM_THREADS` or the core count; `threads` > 1 runs several requests at once on top
-//!   of that, which helps only when requests are small.
+//! * The forward pass itself runs on the model's *compute lanes* ([`EmbedConfig::compute_threads`],
+//!   default one per core): single-thread pools, each taking whole slices of a batch (rows are
+//!   independent), so a batch keeps every core busy without candle's per-op fork/join. A
+//!   single short input (a search query) runs on one lane. `threads` > 1 runs several requests
+//!   at once on top of that, which helps only when requests are small. Call
+//!   [`configure_process`] first thing in `main` (see there why).
 //!
 //! # Batching
 //!
@@ -104,16 +107,21 @@ pub struct EmbedConfig {
     pub batch_token_budget: usize,
     /// Worker threads, each serving whole requests (0 is taken as 1).
     pub threads: usize,
+    /// Compute lanes: single-thread pools that run a batch's slices side by side (0: one per
+    /// available core). See the crate docs' thread model.
+    pub compute_threads: usize,
 }
 
 impl EmbedConfig {
-    /// The defaults for a model directory: 256 tokens, 16384 padded tokens per batch, 1 worker.
+    /// The defaults for a model directory: 256 tokens, 16384 padded tokens per batch, 1 worker,
+    /// one compute lane per core.
     pub fn new(model_dir: impl Into<PathBuf>) -> Self {
         Self {
             model_dir: model_dir.into(),
             max_seq_len: DEFAULT_MAX_SEQ_LEN,
             batch_token_budget: DEFAULT_BATCH_TOKEN_BUDGET,
             threads: DEFAULT_THREADS,
+            compute_threads: 0,
         }
     }
 }
@@ -320,6 +328,22 @@ impl Embedder {
             .blocking_send(job)
             .map_err(|_| EmbedError::WorkerGone)?;
         rx.blocking_recv().map_err(|_| EmbedError::WorkerGone)?
+    }
+}
+
+/// Prepares the process for the compute lanes; call it first thing in `main`, before any other
+/// thread exists (it sets an environment variable, which is only sound while the process has
+/// one thread).
+///
+/// candle runs its element-wise CPU ops on a process-wide spinning pool sized by
+/// `CANDLE_NUM_THREADS` (default: one thread per core), one op at a time behind a lock. The
+/// compute lanes already keep every core busy, each with a slice of its own, so that pool only
+/// makes them queue for each other: this sets `CANDLE_NUM_THREADS=1` (each op runs on the lane
+/// that asked) unless the variable is already set. Measured on 2 cores, 1,000 sentences of ~40
+/// tokens: 114 sentences/s without it, 133 with it. Without the call everything still works.
+pub fn configure_process() {
+    if std::env::var_os("CANDLE_NUM_THREADS").is_none() {
+        std::env::set_var("CANDLE_NUM_THREADS", "1");
     }
 }
 

@@ -178,8 +178,23 @@ fn init_tracing(format: LogFormat) {
     }
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    // Before the runtime's threads exist (it sets an environment variable).
+    cairn_embed::configure_process();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: starting the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(cli_main())
+}
+
+async fn cli_main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.config.log_format);
     match run(cli).await {

@@ -39,6 +39,11 @@ use crate::domain::Visibility;
 const POSTINGS_PER_INSERT: usize = 2_000;
 /// `lexical_terms` rows per upsert (4 values each).
 const TERMS_PER_UPSERT: usize = 2_000;
+/// MaxScore candidates beyond this many are not looked up one by one: summing every posting
+/// in SQL costs less.
+const PRUNED_LOOKUP_MAX: usize = 6_000;
+/// Candidate chunk ids per lookup statement (bound parameters: under both backends' limits).
+const LOOKUP_IDS_PER_STATEMENT: usize = 2_000;
 /// Documents indexed per transaction when an older database is brought up to date.
 const BACKFILL_BATCH: u64 = 50;
 
@@ -334,10 +339,11 @@ impl Store {
         if depth == 0 || terms.is_empty() || corpora.is_some_and(<[i64]>::is_empty) {
             return Ok(Vec::new());
         }
-        // 1. Statistics over what `p` may read: each term's df (from the scoped counts), the
-        //    chunks and their total length.
+        // 1. Statistics over what `p` may read, in one statement: each term's df (from the
+        //    scoped counts), and a last row (term NULL) with the chunks and their total length.
         let mut q = Sql::new(self.backend());
-        q.push("SELECT lt.term AS term, SUM(lt.df) AS df FROM lexical_terms lt WHERE lt.term IN ")
+        push_readable_documents(&mut q, p, corpora);
+        q.push(" SELECT lt.term AS term, SUM(lt.df) AS df, 0 AS t FROM lexical_terms lt WHERE lt.term IN ")
             .push_list(terms.iter().cloned());
         q.push(" AND lt.owner_key IN (0, ").bind(p.user_id);
         q.push(") AND lt.corpus_id IN (SELECT c.id FROM corpora c WHERE c.team_id = ")
@@ -346,29 +352,18 @@ impl Store {
         if let Some(c) = corpora {
             q.push(" AND lt.corpus_id IN ").push_list(c.iter().copied());
         }
-        q.push(" GROUP BY lt.term");
+        q.push(" GROUP BY lt.term UNION ALL SELECT CAST(NULL AS TEXT), COALESCE(SUM(l.chunks), 0), COALESCE(SUM(l.terms), 0) FROM lexical_documents l WHERE l.document_id IN (SELECT id FROM rd)");
         let mut stats: Vec<QueryTerm> = Vec::new();
+        let (mut n, mut total) = (0i64, 0i64);
         for r in self.connection().query_all_raw(q.build()).await? {
-            let df: i64 = r.try_get("", "df")?;
-            if df > 0 {
-                stats.push(QueryTerm {
-                    term: r.try_get("", "term")?,
-                    df,
-                    idf: 0.0,
-                });
+            let df: i64 = r.try_get_by_index(1)?;
+            match r.try_get_by_index::<Option<String>>(0)? {
+                Some(term) if df > 0 => stats.push(QueryTerm { term, df, idf: 0.0 }),
+                Some(_) => {}
+                None => (n, total) = (df, r.try_get_by_index(2)?),
             }
         }
-        if stats.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut q = Sql::new(self.backend());
-        push_readable_documents(&mut q, p, corpora);
-        q.push(" SELECT COALESCE(SUM(l.chunks), 0) AS n, COALESCE(SUM(l.terms), 0) AS t FROM lexical_documents l WHERE l.document_id IN (SELECT id FROM rd)");
-        let (n, total) = match self.connection().query_one_raw(q.build()).await? {
-            Some(r) => (r.try_get::<i64>("", "n")?, r.try_get::<i64>("", "t")?),
-            None => (0, 0),
-        };
-        if n == 0 {
+        if stats.is_empty() || n == 0 {
             return Ok(Vec::new());
         }
         let avg_len = total as f64 / n as f64;
@@ -390,15 +385,11 @@ impl Store {
             postings += t.df;
         }
         let (ess, rest) = stats.split_at(essential);
-        let ess: Vec<&QueryTerm> = ess.iter().collect();
-        let bound: f64 = rest.iter().map(|t| t.idf * (bm25.k1 + 1.0)).sum();
         if !rest.is_empty() {
-            let hits = self
-                .lexical_pruned(p, corpora, &ess, rest, bm25, avg_len, bound, depth)
-                .await?;
-            // Exact when the list is full and no chunk outside it (holding only common
-            // terms, so scoring under `bound`) could reach its last score.
-            if hits.len() == depth && hits.last().is_some_and(|h| f64::from(h.score) > bound) {
+            if let Some(hits) = self
+                .lexical_pruned(p, corpora, ess, rest, bm25, avg_len, depth)
+                .await?
+            {
                 self.count_lexical_pruned();
                 return Ok(hits);
             }
@@ -428,44 +419,100 @@ impl Store {
         self.lexical_rows(q).await
     }
 
-    /// MaxScore: chunks holding an essential term, scored in full; a chunk whose essential
-    /// score cannot reach the `depth`-th essential score plus the other terms' `bound` is
-    /// dropped before the other terms are looked up.
+    /// MaxScore over the essential terms' postings, scored here: a chunk whose essential
+    /// score cannot reach the `depth`-th essential score plus the other terms' bound
+    /// `Σ idf · (k1 + 1)` is dropped, the others get the other terms' postings looked up by
+    /// chunk. `None` when the result is not provably exact (a chunk holding only common terms
+    /// could reach it) or the candidates are too many to look up; the caller then sums every
+    /// posting in SQL.
     #[allow(clippy::too_many_arguments)]
     async fn lexical_pruned(
         &self,
         p: &Principal,
         corpora: Option<&[i64]>,
-        essential: &[&QueryTerm],
+        essential: &[QueryTerm],
         rest: &[QueryTerm],
         bm25: Bm25,
         avg_len: f64,
-        bound: f64,
         depth: usize,
-    ) -> StoreResult<Vec<ChannelHit>> {
+    ) -> StoreResult<Option<Vec<ChannelHit>>> {
+        let bound: f64 = rest.iter().map(|t| t.idf * (bm25.k1 + 1.0)).sum();
         let mut q = Sql::new(self.backend());
         push_readable_documents(&mut q, p, corpora);
-        push_term_values(&mut q, "qe", essential);
-        q.push(", es AS MATERIALIZED (SELECT lp.chunk_id AS chunk_id, SUM(");
-        push_term_score(&mut q, Err("qe.idf"), bm25, avg_len);
-        q.push(") AS s FROM lexical_postings lp JOIN qe ON qe.term = lp.term WHERE lp.document_id IN (SELECT id FROM rd) GROUP BY lp.chunk_id)");
-        q.push(", th AS (SELECT s FROM es ORDER BY s DESC LIMIT 1 OFFSET ")
-            .bind(depth as i64 - 1)
-            .push(")");
-        q.push(", cand AS (SELECT chunk_id, s FROM es WHERE s >= COALESCE((SELECT s FROM th), 0) - CAST(")
-            .bind(bound)
-            .push(" AS DOUBLE PRECISION))");
-        q.push(" SELECT cand.chunk_id AS chunk_id, cand.s");
-        for t in rest {
-            q.push(" + COALESCE((SELECT ");
-            push_term_score(&mut q, Ok(t.idf), bm25, avg_len);
-            q.push(" FROM lexical_postings lp WHERE lp.term = ")
-                .bind(t.term.clone())
-                .push(" AND lp.chunk_id = cand.chunk_id), 0)");
+        q.push(" SELECT lp.chunk_id, lp.term, lp.tf_body, lp.tf_heading, lp.len FROM lexical_postings lp WHERE lp.term IN ")
+            .push_list(essential.iter().map(|t| t.term.clone()));
+        q.push(" AND lp.document_id IN (SELECT id FROM rd)");
+        let mut scores: HashMap<i64, f64> = HashMap::new();
+        self.sum_postings(q, essential, bm25, avg_len, |chunk, s| {
+            *scores.entry(chunk).or_default() += s;
+            Ok(())
+        })
+        .await?;
+        let mut ranked: Vec<(i64, f64)> = scores.into_iter().collect();
+        let threshold = if ranked.len() >= depth {
+            ranked.select_nth_unstable_by(depth - 1, |a, b| b.1.total_cmp(&a.1));
+            ranked[depth - 1].1
+        } else {
+            0.0
+        };
+        ranked.retain(|(_, s)| *s >= threshold - bound);
+        if ranked.len() > PRUNED_LOOKUP_MAX {
+            return Ok(None);
         }
-        q.push(" AS score FROM cand ORDER BY score DESC, cand.chunk_id LIMIT ")
-            .bind(depth as i64);
-        self.lexical_rows(q).await
+        let mut full: HashMap<i64, f64> = ranked.iter().copied().collect();
+        for ids in ranked.chunks(LOOKUP_IDS_PER_STATEMENT) {
+            let mut q = Sql::new(self.backend());
+            q.push("SELECT lp.chunk_id, lp.term, lp.tf_body, lp.tf_heading, lp.len FROM lexical_postings lp WHERE lp.term IN ")
+                .push_list(rest.iter().map(|t| t.term.clone()));
+            q.push(" AND lp.chunk_id IN ")
+                .push_list(ids.iter().map(|(id, _)| *id));
+            self.sum_postings(q, rest, bm25, avg_len, |chunk, s| {
+                *full.entry(chunk).or_default() += s;
+                Ok(())
+            })
+            .await?;
+        }
+        let mut hits: Vec<ChannelHit> = full
+            .into_iter()
+            .map(|(chunk_id, s)| ChannelHit {
+                chunk_id,
+                score: s as f32,
+            })
+            .collect();
+        sort_hits(&mut hits);
+        hits.truncate(depth);
+        // Exact when the list is full and no chunk outside it (holding only common terms, so
+        // scoring under `bound`) could reach its last score.
+        let exact = hits.len() == depth && hits.last().is_some_and(|h| f64::from(h.score) > bound);
+        Ok(exact.then_some(hits))
+    }
+
+    /// Runs `q` (rows: chunk id, term, body and heading counts, length) and hands each row's
+    /// BM25 part to `add`, by its term's idf in `terms`.
+    async fn sum_postings(
+        &self,
+        q: Sql,
+        terms: &[QueryTerm],
+        bm25: Bm25,
+        avg_len: f64,
+        mut add: impl FnMut(i64, f64) -> StoreResult<()>,
+    ) -> StoreResult<()> {
+        let idf: HashMap<&str, f64> = terms.iter().map(|t| (t.term.as_str(), t.idf)).collect();
+        for r in self.connection().query_all_raw(q.build()).await? {
+            let term: String = r.try_get_by_index(1)?;
+            let Some(&idf) = idf.get(term.as_str()) else {
+                continue;
+            };
+            let body: i32 = r.try_get_by_index(2)?;
+            let heading: i32 = r.try_get_by_index(3)?;
+            let len: i32 = r.try_get_by_index(4)?;
+            let tf = f64::from(body) + bm25.heading_weight * f64::from(heading);
+            add(
+                r.try_get_by_index(0)?,
+                bm25.term_score(idf, tf, f64::from(len), avg_len),
+            )?;
+        }
+        Ok(())
     }
 
     async fn lexical_rows(&self, q: Sql) -> StoreResult<Vec<ChannelHit>> {
@@ -479,13 +526,7 @@ impl Store {
                 })
             })
             .collect::<StoreResult<Vec<ChannelHit>>>()?;
-        // Scores equal to f32 precision are ties on both backends alike (their sums may
-        // differ in the last bits of an f64): the chunk id decides.
-        hits.sort_by(|a, b| {
-            b.score
-                .total_cmp(&a.score)
-                .then(a.chunk_id.cmp(&b.chunk_id))
-        });
+        sort_hits(&mut hits);
         Ok(hits)
     }
 
@@ -535,6 +576,16 @@ impl Store {
             done += ids.len() as u64;
         }
     }
+}
+
+/// Best first. Scores equal to f32 precision are ties on both backends alike (their sums may
+/// differ in the last bits of an f64): the chunk id decides.
+fn sort_hits(hits: &mut [ChannelHit]) {
+    hits.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then(a.chunk_id.cmp(&b.chunk_id))
+    });
 }
 
 /// A score column: DOUBLE PRECISION on both backends.

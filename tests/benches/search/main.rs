@@ -9,7 +9,9 @@
 //!
 //! Optional: `CAIRN_BENCH_CHUNKS` (default 100000), `CAIRN_BENCH_SECS` (throughput window per
 //! backend, default 20), `CAIRN_REPORT_DIR` (where `search-bench.txt` goes; default
-//! `<tmp>/cairn-reports`). Progress goes to stderr, the report to stdout and the file.
+//! `<tmp>/cairn-reports`), `CAIRN_BENCH_ONLY` (`sqlite` or `postgres`: run that server section
+//! alone), `CAIRN_BENCH_KEEP_DB=1` (leave the PostgreSQL database in place and print its URL, to
+//! study plans with psql afterwards). Progress goes to stderr, the report to stdout and the file.
 //!
 //! The data: 256 random unit topic centroids; each chunk's vector is
 //! `normalize(centroid + 0.6 · g)` where `g` is a Gaussian direction of unit length (so a chunk's
@@ -209,13 +211,19 @@ async fn run() {
     };
 
     // 1 (cont.), 3, 4 on SQLite; 2, 3, 4 on PostgreSQL.
-    let sqlite = sqlite_section(&bench, &mut rep).await;
-    rep.line(format!("  load average after SQLite: {}", loadavg()));
-    let postgres = postgres_section(&bench, &mut rep).await;
+    let only = std::env::var("CAIRN_BENCH_ONLY").unwrap_or_default();
+    let mut sections = Vec::new();
+    if only.is_empty() || only == "sqlite" {
+        sections.push(("SQLite", sqlite_section(&bench, &mut rep).await));
+        rep.line(format!("  load average after SQLite: {}", loadavg()));
+    }
+    if only.is_empty() || only == "postgres" {
+        sections.push(("PostgreSQL", postgres_section(&bench, &mut rep).await));
+    }
 
     rep.line("");
     rep.line("== 3. Hybrid vs its channels (API p50) ==");
-    for (name, sec) in [("SQLite", &sqlite), ("PostgreSQL", &postgres)] {
+    for (name, sec) in &sections {
         let (v, l, h) = (
             sec.api_p50("VECTOR"),
             sec.api_p50("LEXICAL"),

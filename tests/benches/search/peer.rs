@@ -31,7 +31,15 @@ pub(crate) fn write_npy(path: &Path, data: &[f32], rows: usize, cols: usize) {
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
 }
 
+/// The peer's python: `CAIRN_PEER_PYTHON` (the test command's peer environment, which has
+/// numpy), else `/var/tmp/cairn-bench-venv`, else `python3`.
 pub(crate) fn python() -> String {
+    if let Some(p) = std::env::var("CAIRN_PEER_PYTHON")
+        .ok()
+        .filter(|p| !p.is_empty() && Path::new(p).exists())
+    {
+        return p;
+    }
     let venv = "/var/tmp/cairn-bench-venv/bin/python";
     if Path::new(venv).exists() {
         venv.to_owned()

@@ -139,7 +139,11 @@ pub(crate) async fn postgres_section(b: &Bench, rep: &mut Report) -> Section {
     }
     throughput(b, &s, rep).await;
     s.stop().await;
-    cairn_tests::drop_pg_database(&db_name).await;
+    if std::env::var("CAIRN_BENCH_KEEP_DB").is_ok_and(|v| v == "1") {
+        rep.line(format!("  database kept (CAIRN_BENCH_KEEP_DB=1): {db_url}"));
+    } else {
+        cairn_tests::drop_pg_database(&db_name).await;
+    }
     sec
 }
 

@@ -245,6 +245,7 @@ pub(crate) async fn common_section(
         sec.vector_channel
             .row("Store::vector_channel (k=300, noisy centroids)"),
     );
+    let pruned_before = store.lexical_pruned_count();
     let lexical = time_async(QUERIES, |i| async move {
         let terms = cairn::domain::lexical::Analyzer::new().query_terms(&b.texts[i]);
         let hits = store
@@ -255,6 +256,11 @@ pub(crate) async fn common_section(
     })
     .await;
     rep.line(lexical.row("Store::lexical_channel (k=300, query texts)"));
+    rep.line(format!(
+        "      answered by the MaxScore path (exact, rest looked up per candidate): {} of {} calls (warm-up included); the rest summed every posting",
+        store.lexical_pruned_count() - pruned_before,
+        QUERIES + super::WARMUP
+    ));
     let embedder = s
         .cairn()
         .models
