@@ -14,14 +14,15 @@
 //! same terms. Every row is written in the transaction that stores the chunks, and leaves (or
 //! moves scope) in the transaction that deletes, replaces, moves or re-scopes them.
 //!
-//! A search: the statistics (two cheap statements), idf computed here (SQLite has no `ln`),
-//! then BM25 summed per chunk over the query terms' postings. No term is required: a chunk
-//! that holds any query term is a candidate. The sum is pruned the MaxScore way (Turtle and
-//! Flood, 1995) and stays exact: the rarest terms whose postings fit
-//! [`Bm25::essential_postings`] are *essential*; only chunks holding an essential term are scored
-//! (in full, the other terms looked up per chunk), and the result is kept only when no chunk
-//! without an essential term could reach it (its score is below the common terms' bound
-//! `Σ idf · (k1 + 1)`, under the `depth`-th score found); otherwise every posting is summed.
+//! A search: the statistics (one statement), idf computed here (SQLite has no `ln`), then BM25
+//! summed per chunk over the query terms' postings. No term is required: a chunk that holds
+//! any query term is a candidate. The sum is pruned the MaxScore way (Turtle and Flood, 1995)
+//! and stays exact: the rarest terms whose postings fit [`Bm25::essential_postings`] are
+//! *essential*; their postings are read and scored here, the chunks that could still reach the
+//! `depth`-th essential score plus the other terms' bound `Σ idf · (k1 + 1)` get the other
+//! terms' postings looked up by chunk id, and the result is kept only when no chunk without
+//! an essential term could reach it (its score is below that bound); otherwise every posting
+//! is summed in SQL.
 
 use std::collections::HashMap;
 
