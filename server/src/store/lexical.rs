@@ -14,15 +14,14 @@
 //! same terms. Every row is written in the transaction that stores the chunks, and leaves (or
 //! moves scope) in the transaction that deletes, replaces, moves or re-scopes them.
 //!
-//! A search: the statistics (one statement), idf computed here (SQLite has no `ln`), then BM25
-//! summed per chunk over the query terms' postings. No term is required: a chunk that holds
-//! any query term is a candidate. The sum is pruned the MaxScore way (Turtle and Flood, 1995)
-//! and stays exact: the rarest terms whose postings fit [`Bm25::essential_postings`] are
-//! *essential*; their postings are read and scored here, the chunks that could still reach the
-//! `depth`-th essential score plus the other terms' bound `Σ idf · (k1 + 1)` get the other
-//! terms' postings looked up by chunk id, and the result is kept only when no chunk without
-//! an essential term could reach it (its score is below that bound); otherwise every posting
-//! is summed in SQL.
+//! A search: the statistics (one statement), idf computed here (SQLite has no `ln`),
+//! then BM25 summed per chunk over the query terms' postings. No term is required: a chunk
+//! that holds any query term is a candidate. The sum is pruned the MaxScore way (Turtle and
+//! Flood, 1995) and stays exact: the rarest terms whose postings fit
+//! [`Bm25::essential_postings`] are *essential*; only chunks holding an essential term are scored
+//! (in full, the other terms looked up per chunk), and the result is kept only when no chunk
+//! without an essential term could reach it (its score is below the common terms' bound
+//! `Σ idf · (k1 + 1)`, under the `depth`-th score found); otherwise every posting is summed.
 
 use std::collections::HashMap;
 
@@ -40,11 +39,6 @@ use crate::domain::Visibility;
 const POSTINGS_PER_INSERT: usize = 2_000;
 /// `lexical_terms` rows per upsert (4 values each).
 const TERMS_PER_UPSERT: usize = 2_000;
-/// MaxScore candidates beyond this many are not looked up one by one: summing every posting
-/// in SQL costs less.
-const PRUNED_LOOKUP_MAX: usize = 6_000;
-/// Candidate chunk ids per lookup statement (bound parameters: under both backends' limits).
-const LOOKUP_IDS_PER_STATEMENT: usize = 2_000;
 /// Documents indexed per transaction when an older database is brought up to date.
 const BACKFILL_BATCH: u64 = 50;
 
@@ -386,11 +380,15 @@ impl Store {
             postings += t.df;
         }
         let (ess, rest) = stats.split_at(essential);
+        let ess: Vec<&QueryTerm> = ess.iter().collect();
+        let bound: f64 = rest.iter().map(|t| t.idf * (bm25.k1 + 1.0)).sum();
         if !rest.is_empty() {
-            if let Some(hits) = self
-                .lexical_pruned(p, corpora, ess, rest, bm25, avg_len, depth)
-                .await?
-            {
+            let hits = self
+                .lexical_pruned(p, corpora, &ess, rest, bm25, avg_len, bound, depth)
+                .await?;
+            // Exact when the list is full and no chunk outside it (holding only common
+            // terms, so scoring under `bound`) could reach its last score.
+            if hits.len() == depth && hits.last().is_some_and(|h| f64::from(h.score) > bound) {
                 self.count_lexical_pruned();
                 return Ok(hits);
             }
@@ -420,100 +418,44 @@ impl Store {
         self.lexical_rows(q).await
     }
 
-    /// MaxScore over the essential terms' postings, scored here: a chunk whose essential
-    /// score cannot reach the `depth`-th essential score plus the other terms' bound
-    /// `Σ idf · (k1 + 1)` is dropped, the others get the other terms' postings looked up by
-    /// chunk. `None` when the result is not provably exact (a chunk holding only common terms
-    /// could reach it) or the candidates are too many to look up; the caller then sums every
-    /// posting in SQL.
+    /// MaxScore: chunks holding an essential term, scored in full; a chunk whose essential
+    /// score cannot reach the `depth`-th essential score plus the other terms' `bound` is
+    /// dropped before the other terms are looked up.
     #[allow(clippy::too_many_arguments)]
     async fn lexical_pruned(
         &self,
         p: &Principal,
         corpora: Option<&[i64]>,
-        essential: &[QueryTerm],
+        essential: &[&QueryTerm],
         rest: &[QueryTerm],
         bm25: Bm25,
         avg_len: f64,
+        bound: f64,
         depth: usize,
-    ) -> StoreResult<Option<Vec<ChannelHit>>> {
-        let bound: f64 = rest.iter().map(|t| t.idf * (bm25.k1 + 1.0)).sum();
+    ) -> StoreResult<Vec<ChannelHit>> {
         let mut q = Sql::new(self.backend());
         push_readable_documents(&mut q, p, corpora);
-        q.push(" SELECT lp.chunk_id, lp.term, lp.tf_body, lp.tf_heading, lp.len FROM lexical_postings lp WHERE lp.term IN ")
-            .push_list(essential.iter().map(|t| t.term.clone()));
-        q.push(" AND lp.document_id IN (SELECT id FROM rd)");
-        let mut scores: HashMap<i64, f64> = HashMap::new();
-        self.sum_postings(q, essential, bm25, avg_len, |chunk, s| {
-            *scores.entry(chunk).or_default() += s;
-            Ok(())
-        })
-        .await?;
-        let mut ranked: Vec<(i64, f64)> = scores.into_iter().collect();
-        let threshold = if ranked.len() >= depth {
-            ranked.select_nth_unstable_by(depth - 1, |a, b| b.1.total_cmp(&a.1));
-            ranked[depth - 1].1
-        } else {
-            0.0
-        };
-        ranked.retain(|(_, s)| *s >= threshold - bound);
-        if ranked.len() > PRUNED_LOOKUP_MAX {
-            return Ok(None);
+        push_term_values(&mut q, "qe", essential);
+        q.push(", es AS MATERIALIZED (SELECT lp.chunk_id AS chunk_id, SUM(");
+        push_term_score(&mut q, Err("qe.idf"), bm25, avg_len);
+        q.push(") AS s FROM lexical_postings lp JOIN qe ON qe.term = lp.term WHERE lp.document_id IN (SELECT id FROM rd) GROUP BY lp.chunk_id)");
+        q.push(", th AS (SELECT s FROM es ORDER BY s DESC LIMIT 1 OFFSET ")
+            .bind(depth as i64 - 1)
+            .push(")");
+        q.push(", cand AS (SELECT chunk_id, s FROM es WHERE s >= COALESCE((SELECT s FROM th), 0) - CAST(")
+            .bind(bound)
+            .push(" AS DOUBLE PRECISION))");
+        q.push(" SELECT cand.chunk_id AS chunk_id, cand.s");
+        for t in rest {
+            q.push(" + COALESCE((SELECT ");
+            push_term_score(&mut q, Ok(t.idf), bm25, avg_len);
+            q.push(" FROM lexical_postings lp WHERE lp.term = ")
+                .bind(t.term.clone())
+                .push(" AND lp.chunk_id = cand.chunk_id), 0)");
         }
-        let mut full: HashMap<i64, f64> = ranked.iter().copied().collect();
-        for ids in ranked.chunks(LOOKUP_IDS_PER_STATEMENT) {
-            let mut q = Sql::new(self.backend());
-            q.push("SELECT lp.chunk_id, lp.term, lp.tf_body, lp.tf_heading, lp.len FROM lexical_postings lp WHERE lp.term IN ")
-                .push_list(rest.iter().map(|t| t.term.clone()));
-            q.push(" AND lp.chunk_id IN ")
-                .push_list(ids.iter().map(|(id, _)| *id));
-            self.sum_postings(q, rest, bm25, avg_len, |chunk, s| {
-                *full.entry(chunk).or_default() += s;
-                Ok(())
-            })
-            .await?;
-        }
-        let mut hits: Vec<ChannelHit> = full
-            .into_iter()
-            .map(|(chunk_id, s)| ChannelHit {
-                chunk_id,
-                score: s as f32,
-            })
-            .collect();
-        sort_hits(&mut hits);
-        hits.truncate(depth);
-        // Exact when the list is full and no chunk outside it (holding only common terms, so
-        // scoring under `bound`) could reach its last score.
-        let exact = hits.len() == depth && hits.last().is_some_and(|h| f64::from(h.score) > bound);
-        Ok(exact.then_some(hits))
-    }
-
-    /// Runs `q` (rows: chunk id, term, body and heading counts, length) and hands each row's
-    /// BM25 part to `add`, by its term's idf in `terms`.
-    async fn sum_postings(
-        &self,
-        q: Sql,
-        terms: &[QueryTerm],
-        bm25: Bm25,
-        avg_len: f64,
-        mut add: impl FnMut(i64, f64) -> StoreResult<()>,
-    ) -> StoreResult<()> {
-        let idf: HashMap<&str, f64> = terms.iter().map(|t| (t.term.as_str(), t.idf)).collect();
-        for r in self.connection().query_all_raw(q.build()).await? {
-            let term: String = r.try_get_by_index(1)?;
-            let Some(&idf) = idf.get(term.as_str()) else {
-                continue;
-            };
-            let body: i32 = r.try_get_by_index(2)?;
-            let heading: i32 = r.try_get_by_index(3)?;
-            let len: i32 = r.try_get_by_index(4)?;
-            let tf = f64::from(body) + bm25.heading_weight * f64::from(heading);
-            add(
-                r.try_get_by_index(0)?,
-                bm25.term_score(idf, tf, f64::from(len), avg_len),
-            )?;
-        }
-        Ok(())
+        q.push(" AS score FROM cand ORDER BY score DESC, cand.chunk_id LIMIT ")
+            .bind(depth as i64);
+        self.lexical_rows(q).await
     }
 
     async fn lexical_rows(&self, q: Sql) -> StoreResult<Vec<ChannelHit>> {
@@ -527,7 +469,13 @@ impl Store {
                 })
             })
             .collect::<StoreResult<Vec<ChannelHit>>>()?;
-        sort_hits(&mut hits);
+        // Scores equal to f32 precision are ties on both backends alike (their sums may
+        // differ in the last bits of an f64): the chunk id decides.
+        hits.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then(a.chunk_id.cmp(&b.chunk_id))
+        });
         Ok(hits)
     }
 
@@ -577,16 +525,6 @@ impl Store {
             done += ids.len() as u64;
         }
     }
-}
-
-/// Best first. Scores equal to f32 precision are ties on both backends alike (their sums may
-/// differ in the last bits of an f64): the chunk id decides.
-fn sort_hits(hits: &mut [ChannelHit]) {
-    hits.sort_by(|a, b| {
-        b.score
-            .total_cmp(&a.score)
-            .then(a.chunk_id.cmp(&b.chunk_id))
-    });
 }
 
 /// A score column: DOUBLE PRECISION on both backends.
