@@ -24,6 +24,8 @@ use crate::domain::Visibility;
 
 /// Rows per page when the SQLite index is read from the database.
 const INDEX_LOAD_PAGE: i64 = 4096;
+/// Index-load pages read at once (see `Store::load_into`).
+const INDEX_LOAD_CONCURRENCY: usize = 2;
 
 /// A chunk from one channel with that channel's score (cosine, or lexical rank score).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -416,9 +418,16 @@ impl Store {
     /// `(document_id, version, chunk_index)` key, and the whole load reads each row once. (The
     /// keyset predicate it replaces, `document_id > ? OR (document_id = ? AND chunk_index > ?)`,
     /// is an OR no index serves: each of its pages scanned and sorted the whole table.)
+    ///
+    /// [`INDEX_LOAD_CONCURRENCY`] pages are read at once, on as many pooled connections: on
+    /// SQLite each connection steps its statement on its own thread, so reading one page
+    /// overlaps decoding and installing the one before.
     async fn load_into(&self, ix: &VectorIndex, only: Option<&[i64]>) -> StoreResult<()> {
+        use futures_util::{StreamExt, TryStreamExt};
+
         let mut metas = self.index_metas(only).await?;
         metas.sort_by_key(|(m, _)| m.id);
+        let mut pages: Vec<(usize, usize)> = Vec::new();
         let mut start = 0;
         while start < metas.len() {
             let mut end = start;
@@ -429,16 +438,30 @@ impl Store {
                 rows += i64::from(metas[end].1);
                 end += 1;
             }
-            let page = &metas[start..end];
+            pages.push((start, end));
             start = end;
+        }
+        let backend = self.backend();
+        let statements: Vec<((usize, usize), sea_orm::Statement)> = pages
+            .into_iter()
+            .map(|(a, b)| {
+                let mut q = Sql::new(backend);
+                q.push("SELECT c.document_id AS document_id, c.id AS id, c.embedding AS embedding FROM chunks c JOIN documents d ON d.id = c.document_id AND c.version = d.current_version WHERE c.embedding IS NOT NULL AND c.document_id IN ")
+                    .push_list(metas[a..b].iter().map(|(m, _)| m.id))
+                    .push(" ORDER BY c.document_id, c.chunk_index");
+                ((a, b), q.build())
+            })
+            .collect();
+        let conn = self.connection();
+        let mut loaded = futures_util::stream::iter(statements)
+            .map(|(range, stmt)| async move {
+                let found = ChunkVector::find_by_statement(stmt).all(conn).await?;
+                Ok::<_, StoreError>((range, found))
+            })
+            .buffered(INDEX_LOAD_CONCURRENCY);
+        while let Some(((a, b), found)) = loaded.try_next().await? {
+            let page = &metas[a..b];
             let by_id: HashMap<i64, DocMeta> = page.iter().map(|(m, _)| (m.id, *m)).collect();
-            let mut q = Sql::new(self.backend());
-            q.push("SELECT c.document_id AS document_id, c.id AS id, c.embedding AS embedding FROM chunks c JOIN documents d ON d.id = c.document_id AND c.version = d.current_version WHERE c.embedding IS NOT NULL AND c.document_id IN ")
-                .push_list(page.iter().map(|(m, _)| m.id))
-                .push(" ORDER BY c.document_id, c.chunk_index");
-            let found = ChunkVector::find_by_statement(q.build())
-                .all(self.connection())
-                .await?;
             let mut current: Option<(i64, Vec<i64>, Vec<f32>)> = None;
             for r in found {
                 if current.as_ref().is_some_and(|c| c.0 != r.document_id) {
