@@ -8,8 +8,10 @@
 //! ```
 //!
 //! Options (after `--`): `--emit-sentences PATH` writes the sentences, one a line, and exits;
-//! `--texts PATH` embeds PATH's lines instead (real chunks); `--query-latency` times 200 short
-//! queries one at a time instead; `--reps N` (default 3) timed runs; `--threads N`, `--budget N` override the defaults;
+//! `--texts PATH` embeds PATH's lines instead (at least 64; real chunks, for instance);
+//! `--query-latency` times up to 380 queries of 5 words one at a time (after 20 untimed)
+//! instead; `--reps N` (default 3) timed runs; `--threads N`, `--compute-threads N`,
+//! `--budget N` override the defaults;
 //! `--vectors PATH` writes the last run's vectors as JSON (compare with peer.py's).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
