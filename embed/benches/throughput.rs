@@ -11,7 +11,8 @@
 //! `--texts PATH` embeds PATH's lines instead (at least 64; real chunks, for instance);
 //! `--query-latency` times up to 380 queries of 5 words one at a time (after 20 untimed)
 //! instead; `--reps N` (default 3) timed runs; `--threads N`, `--compute-threads N`,
-//! `--budget N` override the defaults;
+//! `--budget N` override the defaults; `--precision f32|bf16|auto` picks the dense layers'
+//! arithmetic (default f32);
 //! `--vectors PATH` writes the last run's vectors as JSON (compare with peer.py's).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -165,6 +166,9 @@ fn main() {
     if let Some(t) = arg_value(&args, "--compute-threads") {
         cfg.compute_threads = t.parse().unwrap();
     }
+    if let Some(p) = arg_value(&args, "--precision") {
+        cfg.precision = p.parse().unwrap();
+    }
     if let Some(b) = arg_value(&args, "--budget") {
         cfg.batch_token_budget = b.parse().unwrap();
     }
@@ -175,10 +179,11 @@ fn main() {
     let load_s = t0.elapsed().as_secs_f64();
     let tokens: usize = texts.iter().map(|t| e.tokenize(t).unwrap().len()).sum();
     println!(
-        "model {} (dim {}, {}), load {:.2}s; {} sentences, mean {:.1} tokens; budget {} padded tokens, {} worker thread(s), rayon threads {}",
+        "model {} (dim {}, {}, {}), load {:.2}s; {} sentences, mean {:.1} tokens; budget {} padded tokens, {} worker thread(s), rayon threads {}",
         e.model_name(),
         e.dim(),
         e.device(),
+        e.precision(),
         load_s,
         texts.len(),
         tokens as f64 / texts.len() as f64,

@@ -12,11 +12,69 @@
 //! Numerics otherwise follow Hugging Face's `BertModel` (additive `f32::MIN` attention mask,
 //! post-layer-norm residual blocks); the parity test holds the result to sentence-transformers.
 
-use candle_core::{CpuStorage, CustomOp1, DType, Device, Layout, Module, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp1, CustomOp2, DType, Device, Layout, Module, Shape, Tensor};
 use candle_nn::{embedding, layer_norm, linear, Embedding, LayerNorm, Linear, VarBuilder};
 use candle_transformers::models::bert::{Config, HiddenAct, PositionEmbeddingType};
 
-/// A dense layer, `y = x · Wᵀ + b`, with `W` kept as `(out, in)`.
+use crate::bf16::PackedBf16;
+use crate::Precision;
+
+/// A dense layer, `y = x · Wᵀ + b`, in f32 or in bfloat16 ([`crate::Precision`]).
+enum Dense {
+    F32(DenseF32),
+    /// The bfloat16 kernel, with GELU fused into it when the layer is the intermediate one.
+    Bf16(PackedBf16),
+}
+
+impl Dense {
+    /// `gelu`: the layer is followed by exact GELU, which the bfloat16 kernel applies itself
+    /// (the f32 path leaves it to [`Layer::activate`]).
+    fn new(l: &Linear, precision: Precision, gelu: bool) -> candle_core::Result<Self> {
+        let bias = l
+            .bias()
+            .cloned()
+            .ok_or_else(|| candle_core::Error::Msg("dense layer without bias".into()))?;
+        let w = l.weight().contiguous()?;
+        if precision != Precision::Bf16 {
+            return Ok(Self::F32(DenseF32 { w, bias }));
+        }
+        let (n, k) = w.dims2()?;
+        let packed = PackedBf16::new(
+            &w.flatten_all()?.to_vec1::<f32>()?,
+            n,
+            k,
+            &bias.to_vec1::<f32>()?,
+            gelu,
+        )
+        .ok_or_else(|| candle_core::Error::Msg("this CPU has no AVX-512 BF16".into()))?;
+        Ok(Self::Bf16(packed))
+    }
+
+    /// Whether `forward` already applied GELU.
+    fn fused_gelu(&self) -> bool {
+        matches!(self, Self::Bf16(p) if p.gelu())
+    }
+
+    /// `(…, in)` → `(…, out)`.
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        match self {
+            Self::F32(d) => d.forward(x),
+            Self::Bf16(p) => x.contiguous()?.apply_op1_no_bwd(&DenseBf16(p)),
+        }
+    }
+
+    /// `forward(x) + residual`, the residual connection (fused into the bfloat16 kernel).
+    fn forward_add(&self, x: &Tensor, residual: &Tensor) -> candle_core::Result<Tensor> {
+        match self {
+            Self::F32(d) => d.forward(x)? + residual,
+            Self::Bf16(p) => x
+                .contiguous()?
+                .apply_op2_no_bwd(&residual.contiguous()?, &DenseBf16Residual(p)),
+        }
+    }
+}
+
+/// The f32 dense layer, `W` kept as `(out, in)`.
 ///
 /// `x · Wᵀ` hands candle's CPU matrix multiply (the `gemm` crate) the weight as a transposed
 /// view, which it re-lays out on every call. For a short input (a search query: a dozen
@@ -24,7 +82,7 @@ use candle_transformers::models::bert::{Config, HiddenAct, PositionEmbeddingType
 /// 5-word query's 21 ms went into it. Below [`SHORT_ROWS`] rows the product is taken the other
 /// way round, `y = (W · xᵀ)ᵀ`, which reads `W` in its stored layout and only transposes the
 /// few input rows (measured: 21 → 10-12 ms). Long inputs amortize the copy, and keep `x · Wᵀ`.
-struct Dense {
+struct DenseF32 {
     w: Tensor,
     bias: Tensor,
 }
@@ -32,19 +90,7 @@ struct Dense {
 /// Inputs with fewer rows (tokens in the batch) than this multiply as `(W · xᵀ)ᵀ`.
 const SHORT_ROWS: usize = 64;
 
-impl Dense {
-    fn new(l: &Linear) -> candle_core::Result<Self> {
-        let bias = l
-            .bias()
-            .cloned()
-            .ok_or_else(|| candle_core::Error::Msg("dense layer without bias".into()))?;
-        Ok(Self {
-            w: l.weight().contiguous()?,
-            bias,
-        })
-    }
-
-    /// `(…, in)` → `(…, out)`.
+impl DenseF32 {
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         let dims = x.dims().to_vec();
         let k = dims.last().copied().unwrap_or(0);
@@ -61,6 +107,82 @@ impl Dense {
             *last = self.w.dim(0)?;
         }
         y.reshape(out)
+    }
+}
+
+/// The bfloat16 kernel as a candle op on a contiguous f32 CPU tensor `(…, in)`.
+struct DenseBf16<'a>(&'a PackedBf16);
+
+impl CustomOp1 for DenseBf16<'_> {
+    fn name(&self) -> &'static str {
+        "cairn-dense-bf16"
+    }
+
+    fn cpu_fwd(
+        &self,
+        storage: &CpuStorage,
+        layout: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let CpuStorage::F32(data) = storage else {
+            candle_core::bail!("cairn-dense-bf16: f32 input only");
+        };
+        let Some((start, end)) = layout.contiguous_offsets() else {
+            candle_core::bail!("cairn-dense-bf16: contiguous input only");
+        };
+        let mut dims = layout.shape().dims().to_vec();
+        let k = dims.last().copied().unwrap_or(0);
+        if k != self.0.in_dim() {
+            candle_core::bail!(
+                "cairn-dense-bf16: input width {k}, layer expects {}",
+                self.0.in_dim()
+            );
+        }
+        let x = &data[start..end];
+        let out = self.0.forward(x, x.len() / k, None);
+        if let Some(last) = dims.last_mut() {
+            *last = self.0.out_dim();
+        }
+        Ok((CpuStorage::F32(out), Shape::from(dims)))
+    }
+}
+
+/// `x · Wᵀ + b + residual` in bfloat16 as a candle op on two contiguous f32 CPU tensors,
+/// `x: (…, in)` and `residual: (…, out)`.
+struct DenseBf16Residual<'a>(&'a PackedBf16);
+
+impl CustomOp2 for DenseBf16Residual<'_> {
+    fn name(&self) -> &'static str {
+        "cairn-dense-bf16-residual"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (CpuStorage::F32(x), CpuStorage::F32(res)) = (s1, s2) else {
+            candle_core::bail!("cairn-dense-bf16-residual: f32 inputs only");
+        };
+        let (Some((xs, xe)), Some((rs, re))) = (l1.contiguous_offsets(), l2.contiguous_offsets())
+        else {
+            candle_core::bail!("cairn-dense-bf16-residual: contiguous inputs only");
+        };
+        let (x, res) = (&x[xs..xe], &res[rs..re]);
+        let k = l1.shape().dims().last().copied().unwrap_or(0);
+        let m = if k == 0 { 0 } else { x.len() / k };
+        if k != self.0.in_dim() || res.len() != m * self.0.out_dim() {
+            candle_core::bail!(
+                "cairn-dense-bf16-residual: shapes {:?} and {:?} for a {}→{} layer",
+                l1.shape(),
+                l2.shape(),
+                self.0.in_dim(),
+                self.0.out_dim()
+            );
+        }
+        let out = self.0.forward(x, m, Some(res));
+        Ok((CpuStorage::F32(out), l2.shape().clone()))
     }
 }
 
@@ -91,7 +213,7 @@ struct Layer {
 impl Bert {
     /// Loads from a `VarBuilder` already pointed at the encoder's prefix (the one holding
     /// `embeddings.*` and `encoder.*`).
-    pub fn load(vb: &VarBuilder, cfg: &Config) -> candle_core::Result<Self> {
+    pub fn load(vb: &VarBuilder, cfg: &Config, precision: Precision) -> candle_core::Result<Self> {
         if cfg.position_embedding_type != PositionEmbeddingType::Absolute {
             candle_core::bail!("only absolute position embeddings are supported");
         }
@@ -112,7 +234,7 @@ impl Bert {
             norm: layer_norm(h, cfg.layer_norm_eps, e.pp("LayerNorm"))?,
         };
         let layers = (0..cfg.num_hidden_layers)
-            .map(|i| Layer::load(&vb.pp(format!("encoder.layer.{i}")), cfg))
+            .map(|i| Layer::load(&vb.pp(format!("encoder.layer.{i}")), cfg, precision))
             .collect::<candle_core::Result<Vec<_>>>()?;
         Ok(Self { embeddings, layers })
     }
@@ -145,7 +267,7 @@ impl Bert {
 }
 
 impl Layer {
-    fn load(vb: &VarBuilder, cfg: &Config) -> candle_core::Result<Self> {
+    fn load(vb: &VarBuilder, cfg: &Config, precision: Precision) -> candle_core::Result<Self> {
         let h = cfg.hidden_size;
         let sa = vb.pp("attention.self");
         let q = linear(h, h, sa.pp("query"))?;
@@ -161,18 +283,26 @@ impl Layer {
             Some(Tensor::cat(&[bias(&q)?, bias(&k)?, bias(&v)?], 0)?),
         );
         Ok(Self {
-            qkv: Dense::new(&qkv)?,
+            qkv: Dense::new(&qkv, precision, false)?,
             heads: cfg.num_attention_heads,
             head_dim: h / cfg.num_attention_heads,
-            attn_out: Dense::new(&linear(h, h, vb.pp("attention.output.dense"))?)?,
+            attn_out: Dense::new(
+                &linear(h, h, vb.pp("attention.output.dense"))?,
+                precision,
+                false,
+            )?,
             attn_norm: layer_norm(h, cfg.layer_norm_eps, vb.pp("attention.output.LayerNorm"))?,
-            intermediate: Dense::new(&linear(
-                h,
-                cfg.intermediate_size,
-                vb.pp("intermediate.dense"),
-            )?)?,
+            intermediate: Dense::new(
+                &linear(h, cfg.intermediate_size, vb.pp("intermediate.dense"))?,
+                precision,
+                matches!(cfg.hidden_act, HiddenAct::Gelu),
+            )?,
             act: cfg.hidden_act,
-            output: Dense::new(&linear(cfg.intermediate_size, h, vb.pp("output.dense"))?)?,
+            output: Dense::new(
+                &linear(cfg.intermediate_size, h, vb.pp("output.dense"))?,
+                precision,
+                false,
+            )?,
             out_norm: layer_norm(h, cfg.layer_norm_eps, vb.pp("output.LayerNorm"))?,
         })
     }
@@ -189,18 +319,30 @@ impl Layer {
         let k = qkv.get(1)?.contiguous()?;
         let v = qkv.get(2)?.contiguous()?;
         let scale = 1.0 / (self.head_dim as f64).sqrt();
-        let scores = (q.matmul(&k.t()?)? * scale)?.broadcast_add(mask_bias)?;
-        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+        let scores = q.matmul(&k.t()?)?;
+        let probs = match scores.device() {
+            Device::Cpu => scores.apply_op2_no_bwd(
+                &mask_bias.contiguous()?,
+                &MaskedSoftmax {
+                    scale: scale as f32,
+                },
+            )?,
+            _ => candle_nn::ops::softmax_last_dim(&(scores * scale)?.broadcast_add(mask_bias)?)?,
+        };
         let ctx = probs
             .matmul(&v)?
             .transpose(1, 2)?
             .contiguous()?
             .reshape((b, seq, h))?;
-        let x = self
-            .attn_norm
-            .forward(&(self.attn_out.forward(&ctx)? + x)?)?;
-        let inner = self.activate(&self.intermediate.forward(&x)?)?;
-        self.out_norm.forward(&(self.output.forward(&inner)? + x)?)
+        let x = self.attn_norm.forward(&self.attn_out.forward_add(&ctx, x)?)?;
+        let inner = self.intermediate.forward(&x)?;
+        let inner = if self.intermediate.fused_gelu() {
+            inner
+        } else {
+            self.activate(&inner)?
+        };
+        self.out_norm
+            .forward(&self.output.forward_add(&inner, &x)?)
     }
 
     fn activate(&self, x: &Tensor) -> candle_core::Result<Tensor> {
@@ -213,6 +355,118 @@ impl Layer {
             HiddenAct::Relu => x.relu(),
         }
     }
+}
+
+/// The attention softmax in one pass on CPU: `softmax(scores · scale + mask)` over the last
+/// dimension, `scores: (batch, heads, queries, keys)` and the additive mask `(batch, 1, 1, keys)`
+/// (0 or `f32::MIN`), both contiguous f32. It replaces a scale, a broadcast add and candle's
+/// softmax, whose `exp` is a scalar libm call per element: profiled on 180-token passages,
+/// `expf` alone was 14% of a bfloat16 forward pass. [`exp`] here vectorizes.
+struct MaskedSoftmax {
+    scale: f32,
+}
+
+impl CustomOp2 for MaskedSoftmax {
+    fn name(&self) -> &'static str {
+        "cairn-masked-softmax"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (CpuStorage::F32(scores), CpuStorage::F32(mask)) = (s1, s2) else {
+            candle_core::bail!("cairn-masked-softmax: f32 inputs only");
+        };
+        let (Some((ss, se)), Some((ms, me))) = (l1.contiguous_offsets(), l2.contiguous_offsets())
+        else {
+            candle_core::bail!("cairn-masked-softmax: contiguous inputs only");
+        };
+        let (scores, mask) = (&scores[ss..se], &mask[ms..me]);
+        let (b, _, _, k) = l1.shape().dims4()?;
+        if k == 0 || mask.len() != b * k {
+            candle_core::bail!(
+                "cairn-masked-softmax: mask {:?} does not fit scores {:?}",
+                l2.shape(),
+                l1.shape()
+            );
+        }
+        let rows_per_batch = scores.len() / (b * k);
+        let mut out = vec![0f32; scores.len()];
+        for (i, (src, dst)) in scores.chunks_exact(k).zip(out.chunks_exact_mut(k)).enumerate() {
+            let bi = i / rows_per_batch;
+            softmax_row(src, &mask[bi * k..(bi + 1) * k], self.scale, dst);
+        }
+        Ok((CpuStorage::F32(out), l1.shape().clone()))
+    }
+}
+
+/// Lanes of the partial maxima and sums, so that the reductions vectorize.
+const LANES: usize = 16;
+
+fn softmax_row(src: &[f32], mask: &[f32], scale: f32, dst: &mut [f32]) {
+    let mut max = [f32::MIN; LANES];
+    for ((d, &s), &m) in dst.iter_mut().zip(src).zip(mask) {
+        *d = s * scale + m;
+    }
+    let mut chunks = dst.chunks_exact(LANES);
+    for c in &mut chunks {
+        for (m, &v) in max.iter_mut().zip(c) {
+            *m = if v > *m { v } else { *m };
+        }
+    }
+    let max = chunks
+        .remainder()
+        .iter()
+        .chain(&max)
+        .fold(f32::MIN, |a, &v| if v > a { v } else { a });
+    let mut sum = [0f32; LANES];
+    let mut chunks = dst.chunks_exact_mut(LANES);
+    for c in &mut chunks {
+        for (s, v) in sum.iter_mut().zip(c) {
+            *v = exp(*v - max);
+            *s += *v;
+        }
+    }
+    let mut total: f32 = 0.0;
+    for v in chunks.into_remainder() {
+        *v = exp(*v - max);
+        total += *v;
+    }
+    total += sum.iter().sum::<f32>();
+    let inv = 1.0 / total;
+    for v in dst {
+        *v *= inv;
+    }
+}
+
+/// eˣ for f32 as a branch-free polynomial (Cephes' `expf`: range reduction by ln 2 in two
+/// parts, a degree-6 polynomial, the power of two put in the exponent bits), so loops over it
+/// vectorize; error about 1 ulp. Below -87 it returns e⁻⁸⁷ (≈ 1.6e-38), which a softmax row
+/// with any unmasked entry cannot tell from 0.
+#[inline(always)]
+#[allow(clippy::excessive_precision)]
+fn exp(x: f32) -> f32 {
+    let x = x.clamp(-87.0, 88.0);
+    // Round x·log₂e to the nearest integer by adding 1.5·2²³ (no SSE4.1 round): the sum's low
+    // mantissa bits then hold that integer, read without a float → int conversion (whose
+    // saturating `as` does not vectorize).
+    const SHIFT: f32 = 12_582_912.0;
+    let t = x * std::f32::consts::LOG2_E + SHIFT;
+    let n = t - SHIFT;
+    let ni = (t.to_bits() as i32).wrapping_sub(SHIFT.to_bits() as i32);
+    let r = x - n * 0.693_359_375 + n * 2.121_944_4e-4;
+    let mut p = 1.987_569_15e-4_f32;
+    p = p * r + 1.398_199_95e-3;
+    p = p * r + 8.333_451_9e-3;
+    p = p * r + 4.166_579_6e-2;
+    p = p * r + 1.666_666_5e-1;
+    p = p * r + 5.000_000_1e-1;
+    let e = p * r * r + r + 1.0;
+    e * f32::from_bits(((ni + 127) as u32) << 23)
 }
 
 /// Exact GELU, `x · ½ · (1 + erf(x / √2))`, on contiguous f32 CPU tensors.
@@ -286,7 +540,36 @@ pub(crate) fn erf(x: f32) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use super::erf;
+    use super::{erf, exp, softmax_row};
+
+    #[test]
+    fn exp_matches_std() {
+        let mut worst = 0.0f32;
+        let mut x = -87.0f32;
+        while x <= 88.0 {
+            let (got, want) = (exp(x), x.exp());
+            worst = worst.max(((got - want) / want).abs());
+            x += 1e-3;
+        }
+        assert!(worst < 4e-7, "max relative exp error {worst}");
+        assert!(exp(f32::MIN) < 1e-37);
+    }
+
+    #[test]
+    fn masked_softmax_row() {
+        // 20 keys (a whole lane chunk and a remainder), the last three masked.
+        let src: Vec<f32> = (0..20).map(|i| (i as f32 * 0.37).sin() * 4.0).collect();
+        let mask: Vec<f32> = (0..20).map(|i| if i >= 17 { f32::MIN } else { 0.0 }).collect();
+        let mut got = vec![0f32; 20];
+        softmax_row(&src, &mask, 0.5, &mut got);
+        let live: Vec<f64> = src[..17].iter().map(|&s| f64::from(s * 0.5)).collect();
+        let max = live.iter().cloned().fold(f64::MIN, f64::max);
+        let total: f64 = live.iter().map(|v| (v - max).exp()).sum();
+        for (i, &g) in got.iter().enumerate() {
+            let want = if i < 17 { (live[i] - max).exp() / total } else { 0.0 };
+            assert!((f64::from(g) - want).abs() < 1e-6, "key {i}: {g} vs {want}");
+        }
+    }
 
     /// erf in f64 by its Maclaurin series (|x| ≤ 3) or continued fraction for erfc (|x| > 3):
     /// a reference independent of the approximation under test.

@@ -67,12 +67,15 @@
 //!
 //! # Device
 //!
-//! CPU, f32. Built with the `cuda` feature, the first CUDA device is used when present (untested
+//! CPU, f32 by default; [`Precision::Bf16`] (or [`Precision::Auto`] on a CPU that has AVX-512
+//! BF16) runs the dense layers in bfloat16 on this crate's own kernel (module `bf16`), about
+//! 1.5-2x faster. Built with the `cuda` feature, the first CUDA device is used when present (untested
 //! here). The default `avx512` feature switches on the AVX-512 kernels of candle's matrix
 //! multiply (`gemm`'s `x86-v4`), chosen at run time only on CPUs that have AVX-512.
 
 mod batch;
 mod bert;
+mod bf16;
 mod error;
 mod model;
 
@@ -110,6 +113,67 @@ pub struct EmbedConfig {
     /// Compute lanes: single-thread pools that run a batch's slices side by side (0: one per
     /// available core). See the crate docs' thread model.
     pub compute_threads: usize,
+    /// The dense layers' arithmetic (see [`Precision`]).
+    pub precision: Precision,
+}
+
+/// The arithmetic of the dense layers (the matrix multiplies that are most of a forward pass).
+/// Attention, layer norms and pooling stay in f32 whatever this says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Precision {
+    /// f32 throughout: the vectors match sentence-transformers' to 1e-4. The default, so that
+    /// vectors do not depend on the CPU they were computed on.
+    #[default]
+    F32,
+    /// Weights and activations rounded to bfloat16, products summed in f32, on AVX-512 BF16
+    /// (`vdpbf16ps`: twice an f32 FMA's multiply-adds per instruction). Each vector keeps a
+    /// cosine ≥ 0.99 to its f32 self (tested; measured ~0.9999). Loading fails with
+    /// [`EmbedError::ModelLoad`] on a CPU without AVX-512 BF16.
+    Bf16,
+    /// The fastest precision this CPU runs, chosen when the model loads: `Bf16` where the CPU
+    /// has AVX-512 BF16, else `F32`.
+    Auto,
+}
+
+impl Precision {
+    /// `Auto` made concrete for this CPU; `F32` and `Bf16` stay as they are.
+    pub fn resolve(self) -> Self {
+        match self {
+            Self::Auto if bf16::supported() => Self::Bf16,
+            Self::Auto => Self::F32,
+            p => p,
+        }
+    }
+
+    /// `"f32"`, `"bf16"` or `"auto"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::F32 => "f32",
+            Self::Bf16 => "bf16",
+            Self::Auto => "auto",
+        }
+    }
+}
+
+impl std::fmt::Display for Precision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Precision {
+    type Err = EmbedError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "f32" => Ok(Self::F32),
+            "bf16" => Ok(Self::Bf16),
+            "auto" => Ok(Self::Auto),
+            other => Err(EmbedError::ModelLoad(format!(
+                "unknown embedding precision {other:?} (expected f32, bf16 or auto)"
+            ))),
+        }
+    }
 }
 
 impl EmbedConfig {
@@ -122,6 +186,7 @@ impl EmbedConfig {
             batch_token_budget: DEFAULT_BATCH_TOKEN_BUDGET,
             threads: DEFAULT_THREADS,
             compute_threads: 0,
+            precision: Precision::F32,
         }
     }
 }
@@ -162,6 +227,7 @@ struct Info {
     pooling: Pooling,
     normalize: bool,
     device: &'static str,
+    precision: Precision,
 }
 
 /// A cheap, cloneable handle to the embedding worker(s). Dropping the last handle stops them.
@@ -195,6 +261,7 @@ impl Embedder {
             pooling: model.pooling,
             normalize: model.normalize,
             device: model.device_name(),
+            precision: model.precision,
         });
         let (tx, rx) = mpsc::channel::<Job>(QUEUE_CAPACITY);
         let rx = Arc::new(Mutex::new(rx));
@@ -214,6 +281,7 @@ impl Embedder {
             pooling = ?info.pooling,
             normalize = info.normalize,
             device = info.device,
+            precision = %info.precision,
             threads,
             "embedder loaded"
         );
@@ -252,6 +320,11 @@ impl Embedder {
     /// `"cpu"` or `"cuda"`.
     pub fn device(&self) -> &'static str {
         self.info.device
+    }
+
+    /// The dense layers' precision in use (never [`Precision::Auto`]: that is resolved at load).
+    pub fn precision(&self) -> Precision {
+        self.info.precision
     }
 
     /// The token ids the model sees for `text` (special tokens included, truncated at

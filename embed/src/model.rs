@@ -12,7 +12,7 @@ use tokenizers::{Encoding, Tokenizer, TruncationParams};
 use crate::batch;
 use crate::bert::Bert;
 use crate::error::EmbedError;
-use crate::{BatchDone, EmbedConfig, Pooling};
+use crate::{BatchDone, EmbedConfig, Pooling, Precision};
 
 /// The suffix of the word-embedding table; whatever stands before it in the safetensors file is
 /// the weights' prefix ("" for sentence-transformers exports, "bert." for `BertFor*` checkpoints).
@@ -44,6 +44,8 @@ pub(crate) struct Model {
     pub dim: usize,
     pub max_seq_len: usize,
     pub batch_token_budget: usize,
+    /// Resolved: `F32` or `Bf16`.
+    pub precision: Precision,
     pad_id: u32,
 }
 
@@ -193,7 +195,17 @@ impl Model {
         } else {
             vb.pp(&prefix)
         };
-        let bert = Bert::load(&vb, &bert_cfg).map_err(|e| {
+        let precision = match cfg.precision {
+            Precision::Auto if !device.is_cpu() => Precision::F32,
+            p => p.resolve(),
+        };
+        if precision == Precision::Bf16 && !(crate::bf16::supported() && device.is_cpu()) {
+            return Err(EmbedError::ModelLoad(
+                "precision bf16 needs a CPU with AVX-512 BF16 (use f32, or auto to pick per CPU)"
+                    .into(),
+            ));
+        }
+        let bert = Bert::load(&vb, &bert_cfg, precision).map_err(|e| {
             EmbedError::load(format!("building BERT from {}", weights_path.display()), e)
         })?;
 
@@ -238,6 +250,7 @@ impl Model {
             dim: bert_cfg.hidden_size,
             max_seq_len,
             batch_token_budget: cfg.batch_token_budget.max(1),
+            precision,
             pad_id,
         })
     }

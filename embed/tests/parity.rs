@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use cairn_embed::{BatchDone, EmbedConfig, EmbedError, Embedder, Pooling};
+use cairn_embed::{BatchDone, EmbedConfig, EmbedError, Embedder, Pooling, Precision};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -334,5 +334,87 @@ async fn one_large_batch_gives_the_same_vectors_as_single_texts() {
         let alone = e.embed_query(t).await.unwrap();
         let d = max_abs_diff(&all[i], &alone);
         assert!(d <= 1e-5, "text {i}: {d}");
+    }
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    dot / (norm(a) * norm(b))
+}
+
+/// The bfloat16 path (issue 14's quantized path): every vector within cosine 0.99 of the f32
+/// path's and of sentence-transformers' reference, on the reference sentences and on texts of
+/// every length up to truncation; a single query the same as in a batch. On a CPU without
+/// AVX-512 BF16, `bf16` must refuse to load with a clear error and `auto` must fall back to f32.
+#[tokio::test]
+async fn bf16_stays_within_cosine_099_of_f32() {
+    let mut cfg = EmbedConfig::new(model_dir());
+    cfg.precision = Precision::Bf16;
+    let bf16 = match Embedder::load(cfg.clone()) {
+        Ok(e) => e,
+        Err(EmbedError::ModelLoad(msg)) => {
+            assert!(msg.contains("AVX-512 BF16"), "{msg}");
+            cfg.precision = Precision::Auto;
+            assert_eq!(Embedder::load(cfg).unwrap().precision(), Precision::F32);
+            println!("this CPU has no AVX-512 BF16: bf16 refused, auto fell back to f32");
+            return;
+        }
+        Err(e) => panic!("loading bf16: {e}"),
+    };
+    assert_eq!(bf16.precision(), Precision::Bf16);
+    cfg.precision = Precision::Auto;
+    assert_eq!(
+        Embedder::load(cfg).unwrap().precision(),
+        Precision::Bf16,
+        "auto picks bf16 where the CPU has it"
+    );
+    assert_eq!(embedder().precision(), Precision::F32, "f32 is the default");
+
+    let fx = fixture();
+    let got = bf16.embed(fx.sentences.clone(), None).await.unwrap();
+    for (i, (g, r)) in got.iter().zip(&fx.embeddings).enumerate() {
+        let c = cosine(g, r);
+        println!("reference sentence {i}: cosine(bf16, sentence-transformers) = {c:.6}");
+        assert!(c >= 0.99, "reference sentence {i}: cosine {c}");
+        assert!((norm(g) - 1.0).abs() < 1e-5);
+    }
+
+    let mut texts = fx.sentences.clone();
+    texts.extend(
+        [1usize, 3, 8, 15, 33, 60, 120, 180, 250, 400]
+            .iter()
+            .cycle()
+            .take(120)
+            .enumerate()
+            .map(|(i, &n)| format!("passage {i}: {}", words(n + i % 7))),
+    );
+    let exact = embedder().embed(texts.clone(), None).await.unwrap();
+    let rounded = bf16.embed(texts.clone(), None).await.unwrap();
+    let mut worst = 1.0f32;
+    for (i, (a, b)) in exact.iter().zip(&rounded).enumerate() {
+        let c = cosine(a, b);
+        assert!(c >= 0.99, "text {i}: cosine(bf16, f32) = {c}");
+        worst = worst.min(c);
+    }
+    println!("bf16 against f32 over {} texts: lowest cosine {worst:.6}", texts.len());
+
+    // Alone, a text is padded differently, so the f32 parts (attention) sum in a different
+    // order; a difference in the last f32 bit can move a value across a bfloat16 rounding
+    // boundary, so the two agree closely but not to f32's 1e-5.
+    for (i, t) in texts.iter().enumerate().step_by(11) {
+        let alone = bf16.embed_query(t).await.unwrap();
+        let c = cosine(&rounded[i], &alone);
+        assert!(c >= 0.9999, "text {i}: query alone vs in its batch: cosine {c}");
+    }
+}
+
+#[test]
+fn precision_parses_and_refuses_unknown_names() {
+    assert_eq!("bf16".parse::<Precision>().unwrap(), Precision::Bf16);
+    assert_eq!("F32".parse::<Precision>().unwrap(), Precision::F32);
+    assert_eq!("auto".parse::<Precision>().unwrap(), Precision::Auto);
+    match "int4".parse::<Precision>() {
+        Err(EmbedError::ModelLoad(msg)) => assert!(msg.contains("f32, bf16 or auto"), "{msg}"),
+        other => panic!("int4 parsed as {other:?}"),
     }
 }
