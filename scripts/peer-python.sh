@@ -97,8 +97,29 @@ install_mcp() {
   echo "$mcp_stamp_text" > "$mcp_stamp"
 }
 
+# The ingest benchmark's Python pipeline (embed/bench/ingest_peer.py): pypdf and python-docx
+# (lxml is Debian's, typing_extensions comes with the MCP pins). Its own stamp as well.
+ingest_pins=(
+  pypdf==7.1.1
+  python-docx==1.2.0
+)
+ingest_stamp_text="${ingest_pins[*]}"
+ingest_stamp="$venv/.cairn-peer-ingest-stamp"
+
+install_ingest() {
+  if [ -f "$ingest_stamp" ] && [ "$(cat "$ingest_stamp")" = "$ingest_stamp_text" ]; then
+    return 0
+  fi
+  log "peer-python: installing the ingest peer (${#ingest_pins[@]} pinned packages) ..."
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+    "${ingest_pins[@]}" >&2
+  "$venv/bin/python" -c 'import pypdf, docx' >&2
+  echo "$ingest_stamp_text" > "$ingest_stamp"
+}
+
 if [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$stamp_text" ]; then
   install_mcp
+  install_ingest
   echo "$venv/bin/python"
   exit 0
 fi
@@ -128,5 +149,6 @@ print("peer-python: torch", torch.__version__, "numpy", numpy.__version__,
 PY
 echo "$stamp_text" > "$stamp"
 install_mcp
+install_ingest
 log "peer-python: ready ($(du -sh "$venv" | cut -f1) in $venv)"
 echo "$venv/bin/python"

@@ -13,7 +13,8 @@
 //! instead; `--reps N` (default 3) timed runs; `--threads N`, `--compute-threads N`,
 //! `--budget N` override the defaults; `--precision f32|bf16|auto` picks the dense layers'
 //! arithmetic (default f32);
-//! `--vectors PATH` writes the last run's vectors as JSON (compare with peer.py's).
+//! `--vectors PATH` writes the last run's vectors as JSON (compare with peer.py's);
+//! `--peak` measures the machine's peak f32 and bfloat16 GFLOP/s instead.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Instant;
@@ -138,9 +139,74 @@ fn arg_value(args: &[String], name: &str) -> Option<String> {
         .and_then(|i| args.get(i + 1).cloned())
 }
 
+/// The machine's measured peak: every core running independent chains of 512-bit f32 FMAs
+/// (32 FLOP each) or of bfloat16 dot products (`vdpbf16ps`, 64 FLOP each), for the share of
+/// peak the forward pass reaches. Prints `peak f32 X GFLOP/s, bf16 Y GFLOP/s (N threads)`.
+#[allow(unsafe_code)]
+fn peak() {
+    #[cfg(target_arch = "x86_64")]
+    mod k {
+        use std::arch::x86_64::*;
+        pub const ITERS: usize = 20_000_000;
+        /// 24 independent accumulators hide the instructions' latency.
+        #[target_feature(enable = "avx512f")]
+        pub unsafe fn fma() -> f32 {
+            let mut acc = [_mm512_setzero_ps(); 24];
+            let (a, b) = (_mm512_set1_ps(1.0), _mm512_set1_ps(1e-9));
+            for _ in 0..ITERS {
+                for x in acc.iter_mut() {
+                    *x = _mm512_fmadd_ps(a, b, *x);
+                }
+            }
+            acc.iter().map(|x| _mm512_reduce_add_ps(*x)).sum()
+        }
+        #[target_feature(enable = "avx512f,avx512bf16")]
+        pub unsafe fn dot_bf16() -> f32 {
+            let mut acc = [_mm512_setzero_ps(); 24];
+            let a: __m512bh = std::mem::transmute(_mm512_set1_epi32(0x3f80_3f80));
+            let b: __m512bh = std::mem::transmute(_mm512_set1_epi32(0x3000_3000));
+            for _ in 0..ITERS {
+                for x in acc.iter_mut() {
+                    *x = _mm512_dpbf16_ps(*x, a, b);
+                }
+            }
+            acc.iter().map(|x| _mm512_reduce_add_ps(*x)).sum()
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let run = |f: unsafe fn() -> f32, flop_per_op: f64| -> f64 {
+            let t = Instant::now();
+            std::thread::scope(|s| {
+                for _ in 0..threads {
+                    // SAFETY: called only where the CPU has the features (checked below).
+                    s.spawn(move || std::hint::black_box(unsafe { f() }));
+                }
+            });
+            (threads * k::ITERS * 24) as f64 * flop_per_op / t.elapsed().as_secs_f64() / 1e9
+        };
+        let f32_peak = if std::arch::is_x86_feature_detected!("avx512f") {
+            run(k::fma, 32.0)
+        } else {
+            0.0
+        };
+        let bf16_peak = if std::arch::is_x86_feature_detected!("avx512bf16") {
+            run(k::dot_bf16, 64.0)
+        } else {
+            0.0
+        };
+        println!("peak f32 {f32_peak:.1} GFLOP/s, bf16 {bf16_peak:.1} GFLOP/s ({threads} threads; 0: no AVX-512 / AVX-512 BF16)");
+    }
+}
+
 fn main() {
     cairn_embed::configure_process();
     let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--peak") {
+        peak();
+        return;
+    }
     // `--texts PATH`: one text a line (real chunks, for instance) instead of the sentences.
     let texts = match arg_value(&args, "--texts") {
         Some(path) => std::fs::read_to_string(&path)

@@ -171,7 +171,7 @@ impl CustomOp2 for DenseBf16Residual<'_> {
         };
         let (x, res) = (&x[xs..xe], &res[rs..re]);
         let k = l1.shape().dims().last().copied().unwrap_or(0);
-        let m = if k == 0 { 0 } else { x.len() / k };
+        let m = x.len().checked_div(k).unwrap_or(0);
         if k != self.0.in_dim() || res.len() != m * self.0.out_dim() {
             candle_core::bail!(
                 "cairn-dense-bf16-residual: shapes {:?} and {:?} for a {}→{} layer",
@@ -334,15 +334,16 @@ impl Layer {
             .transpose(1, 2)?
             .contiguous()?
             .reshape((b, seq, h))?;
-        let x = self.attn_norm.forward(&self.attn_out.forward_add(&ctx, x)?)?;
+        let x = self
+            .attn_norm
+            .forward(&self.attn_out.forward_add(&ctx, x)?)?;
         let inner = self.intermediate.forward(&x)?;
         let inner = if self.intermediate.fused_gelu() {
             inner
         } else {
             self.activate(&inner)?
         };
-        self.out_norm
-            .forward(&self.output.forward_add(&inner, &x)?)
+        self.out_norm.forward(&self.output.forward_add(&inner, &x)?)
     }
 
     fn activate(&self, x: &Tensor) -> candle_core::Result<Tensor> {
@@ -396,7 +397,11 @@ impl CustomOp2 for MaskedSoftmax {
         }
         let rows_per_batch = scores.len() / (b * k);
         let mut out = vec![0f32; scores.len()];
-        for (i, (src, dst)) in scores.chunks_exact(k).zip(out.chunks_exact_mut(k)).enumerate() {
+        for (i, (src, dst)) in scores
+            .chunks_exact(k)
+            .zip(out.chunks_exact_mut(k))
+            .enumerate()
+        {
             let bi = i / rows_per_batch;
             softmax_row(src, &mask[bi * k..(bi + 1) * k], self.scale, dst);
         }
@@ -559,14 +564,20 @@ mod tests {
     fn masked_softmax_row() {
         // 20 keys (a whole lane chunk and a remainder), the last three masked.
         let src: Vec<f32> = (0..20).map(|i| (i as f32 * 0.37).sin() * 4.0).collect();
-        let mask: Vec<f32> = (0..20).map(|i| if i >= 17 { f32::MIN } else { 0.0 }).collect();
+        let mask: Vec<f32> = (0..20)
+            .map(|i| if i >= 17 { f32::MIN } else { 0.0 })
+            .collect();
         let mut got = vec![0f32; 20];
         softmax_row(&src, &mask, 0.5, &mut got);
         let live: Vec<f64> = src[..17].iter().map(|&s| f64::from(s * 0.5)).collect();
         let max = live.iter().cloned().fold(f64::MIN, f64::max);
         let total: f64 = live.iter().map(|v| (v - max).exp()).sum();
         for (i, &g) in got.iter().enumerate() {
-            let want = if i < 17 { (live[i] - max).exp() / total } else { 0.0 };
+            let want = if i < 17 {
+                (live[i] - max).exp() / total
+            } else {
+                0.0
+            };
             assert!((f64::from(g) - want).abs() < 1e-6, "key {i}: {g} vs {want}");
         }
     }

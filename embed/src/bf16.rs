@@ -176,8 +176,9 @@ fn gelu(x: f32) -> f32 {
 #[allow(unsafe_code)]
 mod avx512 {
     use std::arch::x86_64::{
-        __m512, __m512bh, __m512i, _mm512_add_ps, _mm512_cvtne2ps_pbh, _mm512_maskz_loadu_ps, _mm512_dpbf16_ps, _mm512_loadu_ps,
-        _mm512_loadu_si512, _mm512_mask_storeu_ps, _mm512_set1_epi32, _mm512_storeu_ps, _mm512_storeu_si512,
+        __m512, __m512bh, __m512i, _mm512_add_ps, _mm512_cvtne2ps_pbh, _mm512_dpbf16_ps,
+        _mm512_loadu_ps, _mm512_loadu_si512, _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps,
+        _mm512_set1_epi32, _mm512_storeu_ps, _mm512_storeu_si512,
     };
 
     use std::cell::RefCell;
@@ -364,6 +365,7 @@ mod avx512 {
 }
 
 #[cfg(test)]
+#[allow(clippy::expect_used)]
 mod tests {
     use super::*;
 
@@ -443,10 +445,7 @@ mod tests {
             .forward(&x, m, None);
         for r in 0..m {
             for c in 0..n {
-                let exact: f32 = b[c]
-                    + (0..k)
-                        .map(|i| x[r * k + i] * w[c * k + i])
-                        .sum::<f32>();
+                let exact: f32 = b[c] + (0..k).map(|i| x[r * k + i] * w[c * k + i]).sum::<f32>();
                 let scale: f32 = (0..k).map(|i| (x[r * k + i] * w[c * k + i]).abs()).sum();
                 assert!((got[r * n + c] - exact).abs() <= scale / 128.0);
             }

@@ -396,7 +396,10 @@ async fn bf16_stays_within_cosine_099_of_f32() {
         assert!(c >= 0.99, "text {i}: cosine(bf16, f32) = {c}");
         worst = worst.min(c);
     }
-    println!("bf16 against f32 over {} texts: lowest cosine {worst:.6}", texts.len());
+    println!(
+        "bf16 against f32 over {} texts: lowest cosine {worst:.6}",
+        texts.len()
+    );
 
     // Alone, a text is padded differently, so the f32 parts (attention) sum in a different
     // order; a difference in the last f32 bit can move a value across a bfloat16 rounding
@@ -404,7 +407,10 @@ async fn bf16_stays_within_cosine_099_of_f32() {
     for (i, t) in texts.iter().enumerate().step_by(11) {
         let alone = bf16.embed_query(t).await.unwrap();
         let c = cosine(&rounded[i], &alone);
-        assert!(c >= 0.9999, "text {i}: query alone vs in its batch: cosine {c}");
+        assert!(
+            c >= 0.9999,
+            "text {i}: query alone vs in its batch: cosine {c}"
+        );
     }
 }
 

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cairn_embed::{EmbedConfig, Embedder};
+use cairn_embed::{EmbedConfig, Embedder, Precision};
 use cairn_extract::chunk::ChunkConfig;
 use cairn_extract::Limits;
 
@@ -15,7 +15,7 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::config::Config;
+use crate::config::{Config, EmbedPrecision};
 use crate::events::Bus;
 use crate::graphql;
 use crate::http::{self, metrics::Metrics, HttpState};
@@ -112,13 +112,19 @@ impl Running {
 /// Loads the embedding model on a blocking thread. A missing model is not fatal: the server
 /// starts, and ingest jobs fail with a message saying how to get the model.
 pub async fn load_embedder(cfg: &Config) -> Option<Embedder> {
-    let dir = cfg.embed_model_dir();
-    let loaded = tokio::task::spawn_blocking(move || Embedder::load(EmbedConfig::new(dir))).await;
+    let mut embed_cfg = EmbedConfig::new(cfg.embed_model_dir());
+    embed_cfg.precision = match cfg.embed_precision {
+        EmbedPrecision::F32 => Precision::F32,
+        EmbedPrecision::Bf16 => Precision::Bf16,
+        EmbedPrecision::Auto => Precision::Auto,
+    };
+    let loaded = tokio::task::spawn_blocking(move || Embedder::load(embed_cfg)).await;
     match loaded {
         Ok(Ok(e)) => {
             tracing::info!(
                 model = e.model_name(),
                 dim = e.dim(),
+                precision = %e.precision(),
                 "embedding model loaded"
             );
             Some(e)

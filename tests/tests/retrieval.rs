@@ -17,12 +17,19 @@
 //! without a phrase, any chunk of a relevant document). The test fails when HYBRID is below
 //! either of Cairn's channels, when Cairn's LEXICAL is more than 0.02 MRR below the reference
 //! BM25, or when LEXICAL answers nothing for a query whose content words are in the corpus.
+//!
+//! The bfloat16 embedder ([`Precision::Bf16`], where the CPU has AVX-512 BF16) is measured on
+//! the same stored chunks: its vectors rank them by exact cosine (`VEC bf16`), fused with
+//! Cairn's LEXICAL list by the servers' own fusion (`HYB bf16`, against `HYB f32`, the same
+//! fusion of Cairn's f32 VECTOR list). The test fails when either is more than 0.005 MRR@10
+//! from its f32 counterpart, at either level.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use cairn_embed::{EmbedConfig, EmbedError, Embedder, Precision};
 use cairn_tests::{both_backends, repo_root, require_model, Backend, TestServer};
 use serde_json::{json, Value};
 
@@ -50,6 +57,8 @@ fn tuned(c: &mut cairn::config::Config) {
     c.rrf_lexical_weight = TUNED.lexical_weight;
 }
 const PEER: [&str; 3] = ["bm25", "vector", "rrf"];
+/// The bfloat16 path's MRR@10 may differ from f32's by at most this much (issue 14).
+const BF16_SLACK: f64 = 0.005;
 
 #[derive(Default, Clone, Copy)]
 struct Score {
@@ -178,6 +187,105 @@ fn report_dir() -> PathBuf {
     dir
 }
 
+/// The chunks in a canonical order (document, then text): the same collection stored under
+/// other ids (the other backend, another ingest order) is the same input to the pipelines
+/// whose results are cached by their input's hash.
+fn canonical<'a>(chunks: &[(i64, &'a StoredChunk)]) -> Vec<(i64, &'a StoredChunk)> {
+    let mut canonical: Vec<(i64, &StoredChunk)> = chunks.to_vec();
+    canonical.sort_by(|a, b| {
+        (a.1.document.as_str(), a.1.indexed.as_str(), a.0).cmp(&(
+            b.1.document.as_str(),
+            b.1.indexed.as_str(),
+            b.0,
+        ))
+    });
+    canonical
+}
+
+fn input_key(input: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    input.hash(&mut h);
+    format!("{:016x}", h.finish())
+}
+
+/// The bfloat16 embedder's rankings (chunk ids, best first, 100 deep) per query: every stored
+/// chunk's embedded text and every query embedded in bfloat16, ranked by exact cosine.
+/// `None` on a CPU without AVX-512 BF16 (where there is no bfloat16 path to measure). Cached
+/// like the reference pipeline's, so the second backend reuses the first's.
+async fn bf16_rankings(
+    chunks: &[(i64, &StoredChunk)],
+    queries: &[Query],
+) -> Option<HashMap<String, Vec<i64>>> {
+    let model = std::env::var("CAIRN_EMBED_MODEL")
+        .unwrap_or_else(|_| panic!("CAIRN_EMBED_MODEL is not set"));
+    let canonical = canonical(chunks);
+    let input = json!({
+        "model_dir": model,
+        "chunks": canonical.iter().map(|(_, c)| c.content.as_str()).collect::<Vec<_>>(),
+        "queries": queries.iter().map(|q| json!([q.id, q.text])).collect::<Vec<_>>(),
+    })
+    .to_string();
+    let out = report_dir().join(format!("bf16-{}.json", input_key(&input)));
+    if !out.exists() {
+        let mut cfg = EmbedConfig::new(PathBuf::from(&model));
+        cfg.precision = Precision::Bf16;
+        let e = match tokio::task::spawn_blocking(move || Embedder::load(cfg))
+            .await
+            .unwrap_or_else(|e| panic!("loading the bf16 embedder: {e}"))
+        {
+            Ok(e) => e,
+            Err(EmbedError::ModelLoad(msg)) if msg.contains("AVX-512 BF16") => return None,
+            Err(e) => panic!("loading the bf16 embedder: {e}"),
+        };
+        let texts: Vec<String> = canonical.iter().map(|(_, c)| c.content.clone()).collect();
+        let vectors = e
+            .embed(texts, None)
+            .await
+            .unwrap_or_else(|e| panic!("bf16 chunks: {e}"));
+        let mut ranked = serde_json::Map::new();
+        for q in queries {
+            let qv = e
+                .embed_query(&q.text)
+                .await
+                .unwrap_or_else(|e| panic!("bf16 query: {e}"));
+            let mut scored: Vec<(usize, f32)> = vectors
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (i, v.iter().zip(&qv).map(|(a, b)| a * b).sum()))
+                .collect();
+            scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            ranked.insert(
+                q.id.clone(),
+                json!(scored.iter().take(100).map(|s| s.0).collect::<Vec<_>>()),
+            );
+        }
+        let tmp = out.with_extension(format!("{}.tmp", std::process::id()));
+        std::fs::write(&tmp, Value::Object(ranked).to_string())
+            .unwrap_or_else(|e| panic!("{}: {e}", tmp.display()));
+        std::fs::rename(&tmp, &out).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
+    }
+    let v: Value = serde_json::from_str(
+        &std::fs::read_to_string(&out).unwrap_or_else(|e| panic!("{}: {e}", out.display())),
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", out.display()));
+    Some(
+        queries
+            .iter()
+            .map(|q| {
+                let ids = v[&q.id]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_u64)
+                    .filter_map(|i| canonical.get(usize::try_from(i).ok()?).map(|c| c.0))
+                    .collect();
+                (q.id.clone(), ids)
+            })
+            .collect(),
+    )
+}
+
 /// The reference pipeline's rankings (chunk ids, best first) per query and per channel,
 /// cached by the input's hash (both backends store the same chunks under the same ids).
 fn peer_rankings(
@@ -189,17 +297,9 @@ fn peer_rankings(
     });
     let model = std::env::var("CAIRN_EMBED_MODEL")
         .unwrap_or_else(|_| panic!("CAIRN_EMBED_MODEL is not set"));
-    // The peer sees the chunks in a canonical order, numbered by it (document, then text):
-    // the same collection stored under other ids (the other backend, another ingest order)
-    // is the same input, so its rankings are computed once and read from the cache after.
-    let mut canonical: Vec<(i64, &StoredChunk)> = chunks.to_vec();
-    canonical.sort_by(|a, b| {
-        (a.1.document.as_str(), a.1.indexed.as_str(), a.0).cmp(&(
-            b.1.document.as_str(),
-            b.1.indexed.as_str(),
-            b.0,
-        ))
-    });
+    // The peer sees the chunks in the canonical order, numbered by it, so its rankings are
+    // computed once per collection and read from the cache after.
+    let canonical = canonical(chunks);
     let input = json!({
         "model_dir": model,
         "depth": 100,
@@ -209,12 +309,7 @@ fn peer_rankings(
         "queries": queries.iter().map(|q| json!({ "id": q.id, "query": q.text })).collect::<Vec<_>>(),
     })
     .to_string();
-    let key = {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        input.hash(&mut h);
-        format!("{:016x}", h.finish())
-    };
+    let key = input_key(&input);
     let dir = report_dir();
     let out = dir.join(format!("peer-{key}.json"));
     if !out.exists() {
@@ -321,6 +416,7 @@ async fn evaluate(s: &TestServer, backend: Backend, c: Corpus) {
     let mut by_id: Vec<(i64, &StoredChunk)> = c.chunks.iter().map(|(k, v)| (*k, v)).collect();
     by_id.sort_by_key(|x| x.0);
     let peer = peer_rankings(&by_id, &c.queries);
+    let bf16 = bf16_rankings(&by_id, &c.queries).await;
     let all_words: HashSet<String> = c
         .chunks
         .values()
@@ -376,6 +472,20 @@ async fn evaluate(s: &TestServer, backend: Backend, c: Corpus) {
             "RRF k=60".to_owned(),
             plain.iter().map(|f| f.chunk_id).collect(),
         ));
+        if let Some(b) = bf16.as_ref().and_then(|b| b.get(&q.id)) {
+            let lexical = &rankings[1].1;
+            let fused = |vector: &[i64]| -> Vec<i64> {
+                let listed: Vec<(i64, f32)> = vector.iter().map(|&id| (id, 0.0)).collect();
+                cairn::domain::search::fuse(TUNED, &listed, lexical)
+                    .iter()
+                    .map(|f| f.chunk_id)
+                    .collect()
+            };
+            let (hyb_f32, hyb_bf16) = (fused(&rankings[0].1), fused(b));
+            rankings.push(("VEC bf16".to_owned(), b.clone()));
+            rankings.push(("HYB f32".to_owned(), hyb_f32));
+            rankings.push(("HYB bf16".to_owned(), hyb_bf16));
+        }
         for ch in PEER {
             rankings.push((
                 format!("ref {ch}"),
@@ -410,6 +520,12 @@ async fn evaluate(s: &TestServer, backend: Backend, c: Corpus) {
         .iter()
         .map(|m| (*m).to_owned())
         .chain(std::iter::once("RRF k=60".to_owned()))
+        .chain(
+            ["VEC bf16", "HYB f32", "HYB bf16"]
+                .iter()
+                .filter(|_| bf16.is_some())
+                .map(|s| (*s).to_owned()),
+        )
         .chain(PEER.iter().map(|p| format!("ref {p}")))
         .collect();
     let mut report = format!(
@@ -493,6 +609,22 @@ async fn evaluate(s: &TestServer, backend: Backend, c: Corpus) {
             l.mrr(),
             r.mrr()
         );
+    }
+    if bf16.is_some() {
+        for (level, name) in [(0, "document"), (1, "passage")] {
+            for (f32_sys, bf16_sys) in [("VECTOR", "VEC bf16"), ("HYB f32", "HYB bf16")] {
+                let (a, b) = (get(f32_sys, level), get(bf16_sys, level));
+                assert!(
+                    (a.mrr() - b.mrr()).abs() <= BF16_SLACK + 1e-9,
+                    "{}: {bf16_sys} {name} MRR@10 {:.4} is more than {BF16_SLACK} from {f32_sys} {:.4}\n{report}",
+                    c.name,
+                    b.mrr(),
+                    a.mrr()
+                );
+            }
+        }
+    } else {
+        eprintln!("this CPU has no AVX-512 BF16: the bf16 rows are not measured");
     }
     let (h, v, l) = (get("HYBRID", 0), get("VECTOR", 0), get("LEXICAL", 0));
     for (name, o) in [("VECTOR", v), ("LEXICAL", l)] {
