@@ -46,7 +46,7 @@ mapfile -t pages < <(ls "$handbook"/*.html | sort)
 for i in "${!pages[@]}"; do
   name=$(basename "${pages[$i]}" .html)
   if [ "$i" -lt 12 ]; then
-    pandoc --from html --to docx -o "$docs/$name.docx" "${pages[$i]}"
+    pandoc --from html --to docx -o "$docs/$name.docx" "${pages[$i]}" 2>/dev/null
   else
     cp "${pages[$i]}" "$docs/"
   fi
@@ -63,11 +63,11 @@ cairn_run() { # precision → "chunks seconds"
   local data="$work/data-$1" t0
   rm -rf "$data"
   t0=$(date +%s.%N)
-  CAIRN_DATA_DIR="$data" CAIRN_EMBED_MODEL="$model" CAIRN_EMBED_PRECISION="$1" \
-    "$cairn" ingest "$docs" >"$work/cairn-$1.log" 2>&1 || { tail -20 "$work/cairn-$1.log" >&2; exit 1; }
+  NO_COLOR=1 CAIRN_DATA_DIR="$data" CAIRN_EMBED_MODEL="$model" CAIRN_EMBED_PRECISION="$1" \
+    "$cairn" ingest --corpus bench "$docs" >"$work/cairn-$1.log" 2>&1 || { tail -20 "$work/cairn-$1.log" >&2; exit 1; }
   local s
   s=$(secs "$t0")
-  echo "$(sqlite3 "$data/cairn.db" 'SELECT count(*) FROM chunks') $s"
+  echo "$(sqlite3 -separator ' ' "$data/cairn.db" 'SELECT count(*), sum(length(content)) FROM chunks') $s"
 }
 
 embed_alone() { # precision → "chunks seconds" for the chunks the f32 run stored
@@ -85,21 +85,21 @@ PY
 }
 
 for r in $(seq 1 "$rounds"); do
-  read -r cf sf < <(cairn_run f32)
-  read -r cb sb < <(cairn_run auto)
-  prec=$(grep -o 'precision=[a-z0-9]*' "$work/cairn-auto.log" | head -1 | cut -d= -f2 || true)
-  read -r pc ps < <("$py" embed/bench/ingest_peer.py "$model" "$docs" "$work/peer.sqlite" --threads "$threads" 2>/dev/null | awk '{print $4, $6}')
+  read -r cf xf sf < <(cairn_run f32)
+  read -r cb xb sb < <(cairn_run auto)
+  prec=$(sed 's/\x1b\[[0-9;]*m//g' "$work/cairn-auto.log" | grep -o 'precision=[a-z0-9]*' | head -1 | cut -d= -f2 || true)
+  read -r pc ps px < <("$py" embed/bench/ingest_peer.py "$model" "$docs" "$work/peer.sqlite" --threads "$threads" 2>/dev/null | awk '{print $4, $6, $8}')
   read -r ef es < <(embed_alone f32)
   read -r eb eb_s < <(embed_alone auto)
-  python3 - "$r" "$cf" "$sf" "$cb" "$sb" "${prec:-auto}" "$pc" "$ps" "$ef" "$es" "$eb" "$eb_s" <<'PY'
+  python3 - "$r" "$cf" "$xf" "$sf" "$cb" "$xb" "$sb" "${prec:-auto}" "$pc" "$px" "$ps" "$ef" "$es" "$eb" "$eb_s" <<'PY'
 import sys
-r, cf, sf, cb, sb, prec, pc, ps, ef, es, eb, ebs = sys.argv[1:]
-cf, sf, cb, sb, pc, ps, ef, es, eb, ebs = map(float, (cf, sf, cb, sb, pc, ps, ef, es, eb, ebs))
-print(f"round {r}:")
-print(f"  cairn ingest f32      {cf:6.0f} chunks {sf:7.1f} s {cf / sf:6.1f} chunks/s | /python {(cf / sf) / (pc / ps):.2f} | /its embedding alone {(cf / sf) / (ef / es):.2f}")
-print(f"  cairn ingest {prec:<8} {cb:6.0f} chunks {sb:7.1f} s {cb / sb:6.1f} chunks/s | /python {(cb / sb) / (pc / ps):.2f} | /its embedding alone {(cb / sb) / (eb / ebs):.2f}")
-print(f"  python pipeline       {pc:6.0f} chunks {ps:7.1f} s {pc / ps:6.1f} chunks/s")
-print(f"  embedding alone f32   {ef:6.0f} chunks {es:7.1f} s {ef / es:6.1f} chunks/s; {prec}: {eb / ebs:6.1f} chunks/s")
+r, cf, xf, sf, cb, xb, sb, prec, pc, px, ps, ef, es, eb, ebs = sys.argv[1:]
+cf, xf, sf, cb, xb, sb, pc, px, ps, ef, es, eb, ebs = map(float, (cf, xf, sf, cb, xb, sb, pc, px, ps, ef, es, eb, ebs))
+print(f"round {r} (folder time ratio: python seconds / cairn seconds; chars/s: embedded characters per second):")
+for name, c, x, s, e, t in (("f32", cf, xf, sf, ef, es), (prec, cb, xb, sb, eb, ebs)):
+    print(f"  cairn ingest {name:<5} {c:5.0f} chunks {x / 1e6:5.2f} M chars {s:6.1f} s | folder {ps / s:.2f}x python | chars/s {(x / s) / (px / ps):.2f}x python | chunks/s {(c / s) / (e / t):.2f}x its embedding alone")
+print(f"  python pipeline    {pc:5.0f} chunks {px / 1e6:5.2f} M chars {ps:6.1f} s")
+print(f"  embedding alone    f32 {ef / es:5.1f} chunks/s, {prec} {eb / ebs:5.1f} chunks/s (the f32 run's chunks)")
 PY
 done
 echo "load average at end: $(cat /proc/loadavg)"

@@ -8,8 +8,8 @@ lxml for HTML, the bytes for anything else), paragraphs packed into chunks of ab
 --chunk-size characters (Cairn's default size, so both embed about the same text), the chunks
 embedded by sentence-transformers (the same MiniLM directory, batch 32, normalized), and
 documents and chunks (the vector as a float32 blob) written to a fresh SQLite file in one
-transaction per document. Prints `files F chunks C seconds S` (S: from start, model load
-included, as `cairn ingest`'s time includes its own).
+transaction per document. Prints `files F chunks C seconds S chars N` (S: from start, model
+load included, as `cairn ingest`'s time includes its own; N: characters embedded).
 """
 
 import argparse
@@ -35,11 +35,15 @@ def extract(path: str) -> str:
     if ext in (".html", ".htm"):
         import lxml.html
 
-        tree = lxml.html.parse(path)
-        for bad in tree.xpath("//script|//style"):
+        root = lxml.html.parse(path).getroot()
+        for bad in root.xpath("//script|//style|//head"):
             bad.drop_tree()
-        blocks = tree.xpath("//p|//li|//pre|//h1|//h2|//h3|//h4|//td|//dt|//dd")
-        return "\n\n".join(" ".join(b.text_content().split()) for b in blocks)
+        # Block elements end a paragraph: a blank line after each, then all visible text.
+        for el in root.iter("p", "div", "li", "pre", "h1", "h2", "h3", "h4", "h5", "h6",
+                            "td", "th", "tr", "dt", "dd", "table", "blockquote", "br"):
+            el.tail = "\n\n" + (el.tail or "")
+        paras = (" ".join(p.split()) for p in re.split(r"\n\s*\n", root.text_content()))
+        return "\n\n".join(p for p in paras if p)
     with open(path, encoding="utf-8", errors="replace") as f:
         return f.read()
 
@@ -99,6 +103,7 @@ def main() -> None:
         if not f.startswith(".")
     )
     total = 0
+    chars = 0
     for path in files:
         text = extract(path)
         parts = chunks(text, args.chunk_size)
@@ -117,8 +122,9 @@ def main() -> None:
                 ],
             )
         total += len(parts)
+        chars += sum(len(p) for p in parts)
     db.close()
-    print(f"files {len(files)} chunks {total} seconds {time.perf_counter() - T0:.2f}")
+    print(f"files {len(files)} chunks {total} seconds {time.perf_counter() - T0:.2f} chars {chars}")
 
 
 if __name__ == "__main__":

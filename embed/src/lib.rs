@@ -11,6 +11,7 @@
 //! pooling all happen on the worker that picked the request up, so an `.await` on
 //! [`Embedder::embed`] only ever waits for queue room and for the reply.
 //!
+//! * Requests waiting together are embedded as one plan (queries first, alone): see `worker`.
 //! * A full queue makes `embed` wait (back-pressure) rather than grow without bound.
 //! * If the caller drops the future, the worker notices the closed reply channel after the
 //!   current batch and abandons the rest of the request.
@@ -430,21 +431,145 @@ fn single(mut vectors: Vec<Vec<f32>>) -> Result<Vec<f32>, EmbedError> {
 }
 
 /// A worker: takes one request at a time off the shared queue until it closes.
+/// Most texts one merged plan takes from the queue (see [`worker`]).
+const MERGE_TEXTS: usize = 1024;
+
+/// Serves the queue. Whatever is waiting when a request is taken joins it, up to
+/// [`MERGE_TEXTS`] texts: queries run first, each alone (a person waits on them); the other
+/// requests run as **one plan**, their texts sorted by length together, so that several small
+/// requests (an ingest's documents, a few chunks each) fill batches of near-equal lengths
+/// instead of each padding its own short batches (measured on an ingest of 114 documents:
+/// 19% more padded tokens per document than over all of them). Each request is still told its
+/// own progress and gets its own vectors back.
 fn worker(model: &Model, queue: &Mutex<mpsc::Receiver<Job>>) {
     loop {
-        let job = {
+        let mut jobs = Vec::new();
+        {
             // Only the receive happens under the lock; a poisoned lock still guards a usable
             // receiver (nothing panics while holding it).
             let mut rx = match queue.lock() {
                 Ok(guard) => guard,
                 Err(poisoned) => poisoned.into_inner(),
             };
-            rx.blocking_recv()
-        };
-        let Some(job) = job else { break };
-        serve(model, job);
+            let Some(first) = rx.blocking_recv() else {
+                break;
+            };
+            let mut texts = first.texts.len();
+            jobs.push(first);
+            while texts < MERGE_TEXTS {
+                match rx.try_recv() {
+                    Ok(job) => {
+                        texts += job.texts.len();
+                        jobs.push(job);
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+        let (queries, mut rest): (Vec<Job>, Vec<Job>) = jobs.into_iter().partition(|j| j.query);
+        for q in queries {
+            serve(model, q);
+        }
+        match rest.len() {
+            0 => {}
+            1 => {
+                if let Some(job) = rest.pop() {
+                    serve(model, job);
+                }
+            }
+            _ => serve_merged(model, rest),
+        }
     }
     tracing::debug!("embedding worker exiting: queue closed");
+}
+
+/// Several requests as one plan (see [`worker`]).
+fn serve_merged(model: &Model, jobs: Vec<Job>) {
+    let mut jobs: Vec<Job> = jobs.into_iter().filter(|j| !j.reply.is_closed()).collect();
+    if jobs.len() <= 1 {
+        if let Some(job) = jobs.pop() {
+            serve(model, job);
+        }
+        return;
+    }
+    let mut texts = Vec::new();
+    let mut owner = Vec::new();
+    let totals: Vec<usize> = jobs.iter().map(|j| j.texts.len()).collect();
+    for (k, job) in jobs.iter_mut().enumerate() {
+        owner.extend(std::iter::repeat_n(k, job.texts.len()));
+        texts.append(&mut job.texts);
+    }
+    let mut done = vec![0usize; jobs.len()];
+    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        model.embed_batches(&texts, |indices, lengths| {
+            let mut count = vec![0usize; jobs.len()];
+            let mut tokens = vec![0usize; jobs.len()];
+            for &i in indices {
+                count[owner[i]] += 1;
+                tokens[owner[i]] += lengths[i];
+            }
+            for (k, job) in jobs.iter().enumerate() {
+                if count[k] == 0 {
+                    continue;
+                }
+                done[k] += count[k];
+                if let Some(p) = &job.progress {
+                    let _ = p.send(BatchDone {
+                        done: done[k],
+                        total: totals[k],
+                        tokens: tokens[k],
+                    });
+                }
+            }
+            jobs.iter().any(|j| !j.reply.is_closed())
+        })
+    }));
+    let result = match outcome {
+        Ok(Ok(Some(out))) => {
+            if out.truncated > 0 {
+                tracing::warn!(
+                    truncated = out.truncated,
+                    total = texts.len(),
+                    requests = jobs.len(),
+                    max_seq_len = model.max_seq_len,
+                    "texts longer than max_seq_len tokens were truncated"
+                );
+            }
+            Ok(out.vectors)
+        }
+        Ok(Ok(None)) => return,
+        Ok(Err(e)) => Err(e),
+        Err(panic) => Err(EmbedError::Inference(format!(
+            "worker panicked: {}",
+            panic_message(&panic)
+        ))),
+    };
+    match result {
+        Ok(vectors) => {
+            let mut per: Vec<Vec<Vec<f32>>> =
+                totals.iter().map(|&n| Vec::with_capacity(n)).collect();
+            for (v, &k) in vectors.into_iter().zip(&owner) {
+                per[k].push(v);
+            }
+            for (job, vectors) in jobs.into_iter().zip(per) {
+                let _ = job.reply.send(Ok(vectors));
+            }
+        }
+        Err(e) => {
+            tracing::error!(error = %e, requests = jobs.len(), "embedding a merged plan failed");
+            for job in jobs {
+                let _ = job.reply.send(Err(e.clone()));
+            }
+        }
+    }
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_owned())
 }
 
 fn serve(model: &Model, job: Job) {
@@ -490,11 +615,7 @@ fn serve(model: &Model, job: Job) {
         Ok(Ok(None)) => return,
         Ok(Err(e)) => Err(e),
         Err(panic) => {
-            let msg = panic
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".to_owned());
+            let msg = panic_message(&panic);
             tracing::error!(%msg, "embedding request panicked");
             Err(EmbedError::Inference(format!("worker panicked: {msg}")))
         }

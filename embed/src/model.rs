@@ -280,6 +280,27 @@ impl Model {
         texts: &[String],
         mut on_batch: impl FnMut(BatchDone) -> bool,
     ) -> Result<Option<EmbedOutput>, EmbedError> {
+        let total = texts.len();
+        let mut done = 0;
+        self.embed_batches(texts, |indices, lengths| {
+            done += indices.len();
+            let tokens = indices.iter().map(|&i| lengths[i]).sum();
+            on_batch(BatchDone {
+                done,
+                total,
+                tokens,
+            })
+        })
+    }
+
+    /// [`Model::embed`], telling `on_batch` which inputs each batch held (their indices into
+    /// `texts`) and every input's real token count: several callers' texts embedded as one
+    /// plan can each be told their own progress.
+    pub fn embed_batches(
+        &self,
+        texts: &[String],
+        mut on_batch: impl FnMut(&[usize], &[usize]) -> bool,
+    ) -> Result<Option<EmbedOutput>, EmbedError> {
         let encodings = self.tokenize(texts)?;
         let truncated = encodings
             .iter()
@@ -287,21 +308,13 @@ impl Model {
             .count();
         let lengths: Vec<usize> = encodings.iter().map(Encoding::len).collect();
         let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
-        let total = texts.len();
-        let mut done = 0;
         for b in batch::plan(&lengths, self.batch_token_budget) {
             let rows: Vec<&Encoding> = b.indices.iter().map(|&i| &encodings[i]).collect();
             let vectors = self.run_batch(&rows, b.padded_len)?;
-            let tokens: usize = b.indices.iter().map(|&i| lengths[i]).sum();
             for (&idx, v) in b.indices.iter().zip(vectors) {
                 out[idx] = v;
             }
-            done += b.indices.len();
-            if !on_batch(BatchDone {
-                done,
-                total,
-                tokens,
-            }) {
+            if !on_batch(&b.indices, &lengths) {
                 return Ok(None);
             }
         }

@@ -424,3 +424,60 @@ fn precision_parses_and_refuses_unknown_names() {
         other => panic!("int4 parsed as {other:?}"),
     }
 }
+
+/// Requests that wait in the queue together are embedded as one plan (the worker merges
+/// them): each must still get exactly its own vectors, in its own order, and its own
+/// progress (counts of its texts, its tokens), whatever else shared the batches.
+#[tokio::test]
+async fn queued_requests_merged_into_one_plan_keep_their_own_vectors_and_progress() {
+    let e = embedder();
+    // A long request first keeps the worker busy while the others queue behind it.
+    let busy: Vec<String> = (0..200)
+        .map(|i| format!("busy {i}: {}", words(60 + i % 50)))
+        .collect();
+    let requests: Vec<Vec<String>> = (0..5)
+        .map(|r| {
+            (0..3 + r * 4)
+                .map(|i| format!("request {r} text {i}: {}", words(5 + (i * 37 + r * 11) % 140)))
+                .collect()
+        })
+        .collect();
+    let busy_call = tokio::spawn(e.embed(busy, None));
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let mut rxs = Vec::new();
+    let mut calls = Vec::new();
+    for texts in &requests {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<BatchDone>();
+        rxs.push(rx);
+        calls.push(tokio::spawn(e.embed(texts.clone(), Some(tx))));
+    }
+    busy_call.await.unwrap().unwrap();
+    let mut outs = Vec::new();
+    for c in calls {
+        outs.push(c.await.unwrap());
+    }
+    for (r, (texts, out)) in requests.iter().zip(outs).enumerate() {
+        let got = out.unwrap();
+        assert_eq!(got.len(), texts.len(), "request {r}");
+        let alone = e.embed(texts.clone(), None).await.unwrap();
+        for (i, (g, a)) in got.iter().zip(&alone).enumerate() {
+            let d = max_abs_diff(g, a);
+            assert!(d <= 1e-5, "request {r} text {i}: {d} from its vector alone");
+        }
+        let mut last = BatchDone {
+            done: 0,
+            total: 0,
+            tokens: 0,
+        };
+        let mut tokens = 0;
+        while let Ok(m) = rxs[r].try_recv() {
+            assert_eq!(m.total, texts.len());
+            assert!(m.done > last.done);
+            tokens += m.tokens;
+            last = m;
+        }
+        assert_eq!(last.done, texts.len(), "request {r}: progress ends at its total");
+        let want: usize = texts.iter().map(|t| e.tokenize(t).unwrap().len()).sum();
+        assert_eq!(tokens, want, "request {r}: progress counts its own tokens");
+    }
+}

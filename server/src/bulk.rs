@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use cairn::app;
 use cairn::config::Config;
 use cairn::domain::{Role, Visibility};
-use cairn::service::{UploadRequest, DEFAULT_TEAM};
+use cairn::service::{UploadRequest, DEFAULT_TEAM, INITIAL_TOKEN_FILE};
 use cairn::{IngestResult, JobResult};
 use entity::prelude::JobState;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
@@ -131,6 +131,22 @@ pub async fn ingest(
     }
     let cairn = app::start_headless(cfg).await.map_err(|e| e.to_string())?;
     let store = &cairn.store;
+    if team.is_none() {
+        // A first load into a fresh data directory sets it up as `cairn serve` would: the
+        // default team, its owner and a login token, saved where `serve` saves it.
+        if let Some(b) = cairn
+            .bootstrap_if_empty(&cfg.data_dir)
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            eprintln!(
+                "Cairn created team \"{}\" and its owner \"{}\"; their login token is in {} (mode 0600).",
+                b.team.name,
+                b.owner.name,
+                cfg.data_dir.join(INITIAL_TOKEN_FILE).display()
+            );
+        }
+    }
     let team_name = team.unwrap_or(DEFAULT_TEAM);
     let team = store
         .team_by_name(team_name)
