@@ -438,7 +438,12 @@ async fn queued_requests_merged_into_one_plan_keep_their_own_vectors_and_progres
     let requests: Vec<Vec<String>> = (0..5)
         .map(|r| {
             (0..3 + r * 4)
-                .map(|i| format!("request {r} text {i}: {}", words(5 + (i * 37 + r * 11) % 140)))
+                .map(|i| {
+                    format!(
+                        "request {r} text {i}: {}",
+                        words(5 + (i * 37 + r * 11) % 140)
+                    )
+                })
                 .collect()
         })
         .collect();
@@ -476,7 +481,11 @@ async fn queued_requests_merged_into_one_plan_keep_their_own_vectors_and_progres
             tokens += m.tokens;
             last = m;
         }
-        assert_eq!(last.done, texts.len(), "request {r}: progress ends at its total");
+        assert_eq!(
+            last.done,
+            texts.len(),
+            "request {r}: progress ends at its total"
+        );
         let want: usize = texts.iter().map(|t| e.tokenize(t).unwrap().len()).sum();
         assert_eq!(tokens, want, "request {r}: progress counts its own tokens");
     }
