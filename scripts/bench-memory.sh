@@ -12,6 +12,7 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "$ROOT"
 ensure_rust
+ensure_apt curl
 model=$(bash scripts/fetch-model.sh)
 work=$(mktemp -d)
 pid=

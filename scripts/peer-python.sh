@@ -83,43 +83,37 @@ mcp_pins=(
   truststore==0.10.5
   uvicorn==0.55.0
 )
-mcp_stamp_text="${mcp_pins[*]}"
-mcp_stamp="$venv/.cairn-peer-mcp-stamp"
-
-install_mcp() {
-  if [ -f "$mcp_stamp" ] && [ "$(cat "$mcp_stamp")" = "$mcp_stamp_text" ]; then
-    return 0
-  fi
-  log "peer-python: installing the MCP client (${#mcp_pins[@]} pinned packages) ..."
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
-    "${mcp_pins[@]}" >&2
-  "$venv/bin/python" -c 'import mcp, httpx2; from mcp.client.streamable_http import streamable_http_client' >&2
-  echo "$mcp_stamp_text" > "$mcp_stamp"
-}
-
 # The ingest benchmark's Python pipeline (embed/bench/ingest_peer.py): pypdf and python-docx
 # (lxml is Debian's, typing_extensions comes with the MCP pins). Its own stamp as well.
 ingest_pins=(
   pypdf==7.1.1
   python-docx==1.2.0
 )
-ingest_stamp_text="${ingest_pins[*]}"
-ingest_stamp="$venv/.cairn-peer-ingest-stamp"
 
-install_ingest() {
-  if [ -f "$ingest_stamp" ] && [ "$(cat "$ingest_stamp")" = "$ingest_stamp_text" ]; then
+# install_extra WHAT STAMP CHECK PIN...: pip-installs the pins into the venv (--no-deps, like the
+# rest) unless STAMP already lists exactly them, runs the Python import check CHECK, then
+# writes the stamp.
+install_extra() {
+  local what=$1 stamp_file=$2 check=$3
+  shift 3
+  if [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$*" ]; then
     return 0
   fi
-  log "peer-python: installing the ingest peer (${#ingest_pins[@]} pinned packages) ..."
+  log "peer-python: installing $what ($# pinned packages) ..."
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
-    "${ingest_pins[@]}" >&2
-  "$venv/bin/python" -c 'import pypdf, docx' >&2
-  echo "$ingest_stamp_text" > "$ingest_stamp"
+    "$@" >&2
+  "$venv/bin/python" -c "$check" >&2
+  echo "$*" > "$stamp_file"
+}
+
+install_extras() {
+  install_extra "the MCP client" "$venv/.cairn-peer-mcp-stamp" \
+    'import mcp, httpx2; from mcp.client.streamable_http import streamable_http_client' "${mcp_pins[@]}"
+  install_extra "the ingest peer" "$venv/.cairn-peer-ingest-stamp" 'import pypdf, docx' "${ingest_pins[@]}"
 }
 
 if [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$stamp_text" ]; then
-  install_mcp
-  install_ingest
+  install_extras
   echo "$venv/bin/python"
   exit 0
 fi
@@ -148,7 +142,6 @@ print("peer-python: torch", torch.__version__, "numpy", numpy.__version__,
       "transformers", transformers.__version__, "ok", tuple(x.shape))
 PY
 echo "$stamp_text" > "$stamp"
-install_mcp
-install_ingest
+install_extras
 log "peer-python: ready ($(du -sh "$venv" | cut -f1) in $venv)"
 echo "$venv/bin/python"

@@ -110,6 +110,22 @@ impl DenseF32 {
     }
 }
 
+/// The f32 values of a custom op's CPU input, which must be contiguous (the ops here read
+/// rows as slices).
+fn contiguous_f32<'a>(
+    op: &str,
+    storage: &'a CpuStorage,
+    layout: &Layout,
+) -> candle_core::Result<&'a [f32]> {
+    let CpuStorage::F32(data) = storage else {
+        candle_core::bail!("{op}: f32 inputs only");
+    };
+    let Some((start, end)) = layout.contiguous_offsets() else {
+        candle_core::bail!("{op}: contiguous inputs only");
+    };
+    Ok(&data[start..end])
+}
+
 /// The bfloat16 kernel as a candle op on a contiguous f32 CPU tensor `(…, in)`.
 struct DenseBf16<'a>(&'a PackedBf16);
 
@@ -123,12 +139,7 @@ impl CustomOp1 for DenseBf16<'_> {
         storage: &CpuStorage,
         layout: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let CpuStorage::F32(data) = storage else {
-            candle_core::bail!("cairn-dense-bf16: f32 input only");
-        };
-        let Some((start, end)) = layout.contiguous_offsets() else {
-            candle_core::bail!("cairn-dense-bf16: contiguous input only");
-        };
+        let x = contiguous_f32(self.name(), storage, layout)?;
         let mut dims = layout.shape().dims().to_vec();
         let k = dims.last().copied().unwrap_or(0);
         if k != self.0.in_dim() {
@@ -137,7 +148,6 @@ impl CustomOp1 for DenseBf16<'_> {
                 self.0.in_dim()
             );
         }
-        let x = &data[start..end];
         let out = self.0.forward(x, x.len() / k, None);
         if let Some(last) = dims.last_mut() {
             *last = self.0.out_dim();
@@ -162,14 +172,8 @@ impl CustomOp2 for DenseBf16Residual<'_> {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (CpuStorage::F32(x), CpuStorage::F32(res)) = (s1, s2) else {
-            candle_core::bail!("cairn-dense-bf16-residual: f32 inputs only");
-        };
-        let (Some((xs, xe)), Some((rs, re))) = (l1.contiguous_offsets(), l2.contiguous_offsets())
-        else {
-            candle_core::bail!("cairn-dense-bf16-residual: contiguous inputs only");
-        };
-        let (x, res) = (&x[xs..xe], &res[rs..re]);
+        let x = contiguous_f32(self.name(), s1, l1)?;
+        let res = contiguous_f32(self.name(), s2, l2)?;
         let k = l1.shape().dims().last().copied().unwrap_or(0);
         let m = x.len().checked_div(k).unwrap_or(0);
         if k != self.0.in_dim() || res.len() != m * self.0.out_dim() {
@@ -379,14 +383,8 @@ impl CustomOp2 for MaskedSoftmax {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (CpuStorage::F32(scores), CpuStorage::F32(mask)) = (s1, s2) else {
-            candle_core::bail!("cairn-masked-softmax: f32 inputs only");
-        };
-        let (Some((ss, se)), Some((ms, me))) = (l1.contiguous_offsets(), l2.contiguous_offsets())
-        else {
-            candle_core::bail!("cairn-masked-softmax: contiguous inputs only");
-        };
-        let (scores, mask) = (&scores[ss..se], &mask[ms..me]);
+        let scores = contiguous_f32(self.name(), s1, l1)?;
+        let mask = contiguous_f32(self.name(), s2, l2)?;
         let (b, _, _, k) = l1.shape().dims4()?;
         if k == 0 || mask.len() != b * k {
             candle_core::bail!(
@@ -490,13 +488,7 @@ impl CustomOp1 for GeluErf {
         storage: &CpuStorage,
         layout: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let CpuStorage::F32(data) = storage else {
-            candle_core::bail!("cairn-gelu-erf: f32 only");
-        };
-        let Some((start, end)) = layout.contiguous_offsets() else {
-            candle_core::bail!("cairn-gelu-erf: contiguous input only");
-        };
-        let src = &data[start..end];
+        let src = contiguous_f32(self.name(), storage, layout)?;
         let mut dst = vec![0f32; src.len()];
         // The pool this runs in: one thread inside a compute lane.
         let threads = rayon::current_num_threads().max(1);
@@ -516,8 +508,14 @@ impl CustomOp1 for GeluErf {
 
 fn gelu_slice(src: &[f32], dst: &mut [f32]) {
     for (d, &x) in dst.iter_mut().zip(src) {
-        *d = 0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2));
+        *d = gelu(x);
     }
+}
+
+/// Exact (erf) GELU of one value; the f32 op above and the bfloat16 kernel's fused store.
+#[inline(always)]
+pub(crate) fn gelu(x: f32) -> f32 {
+    0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2))
 }
 
 /// erf for f32 as a branch-free rational function, so loops over it vectorize: on [-4, 4]

@@ -16,7 +16,7 @@ pub enum LogFormat {
 pub enum EmbedPrecision {
     /// f32: vectors match sentence-transformers' to 1e-4, on any CPU.
     F32,
-    /// bfloat16 on AVX-512 BF16 (about 1.6-1.7x the f32 throughput here; every vector within
+    /// bfloat16 on AVX-512 BF16 (about 1.6-1.8x the f32 throughput here; every vector within
     /// cosine 0.99 of f32's, measured ~0.99997). The model does not load on other CPUs.
     Bf16,
     /// bf16 where the CPU has AVX-512 BF16, else f32.

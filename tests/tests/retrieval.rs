@@ -202,6 +202,17 @@ fn canonical<'a>(chunks: &[(i64, &'a StoredChunk)]) -> Vec<(i64, &'a StoredChunk
     canonical
 }
 
+/// A cached ranking (positions in the canonical order) as chunk ids.
+fn canonical_ids(ranked: &Value, canonical: &[(i64, &StoredChunk)]) -> Vec<i64> {
+    ranked
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_u64)
+        .filter_map(|i| canonical.get(usize::try_from(i).ok()?).map(|c| c.0))
+        .collect()
+}
+
 fn input_key(input: &str) -> String {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -272,16 +283,7 @@ async fn bf16_rankings(
     Some(
         queries
             .iter()
-            .map(|q| {
-                let ids = v[&q.id]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_u64)
-                    .filter_map(|i| canonical.get(usize::try_from(i).ok()?).map(|c| c.0))
-                    .collect();
-                (q.id.clone(), ids)
-            })
+            .map(|q| (q.id.clone(), canonical_ids(&v[&q.id], &canonical)))
             .collect(),
     )
 }
@@ -338,14 +340,10 @@ fn peer_rankings(
     for q in queries {
         let mut per = HashMap::new();
         for ch in PEER {
-            let ids: Vec<i64> = v["queries"][&q.id][ch]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_u64)
-                .filter_map(|i| canonical.get(usize::try_from(i).ok()?).map(|c| c.0))
-                .collect();
-            per.insert(ch.to_owned(), ids);
+            per.insert(
+                ch.to_owned(),
+                canonical_ids(&v["queries"][&q.id][ch], &canonical),
+            );
         }
         r.insert(q.id.clone(), per);
     }

@@ -40,26 +40,27 @@ pub(crate) struct Section {
     pub(crate) api: HashMap<&'static str, Stats>,
 }
 
-/// One GraphQL request without variables; its errors are a failure.
+/// One GraphQL request (`{ query, variables }`); its errors are a failure named `what`.
 async fn graphql(
     http: &reqwest::Client,
     s: &TestServer,
     token: &str,
-    query: &str,
+    request: Value,
+    what: &str,
 ) -> Result<Value, String> {
     let body: Value = http
         .post(format!("{}/graphql", s.url))
         .bearer_auth(token)
-        .json(&json!({ "query": query }))
+        .json(&request)
         .send()
         .await
-        .map_err(|e| format!("graphql request: {e}"))?
+        .map_err(|e| format!("{what} request: {e}"))?
         .json()
         .await
-        .map_err(|e| format!("graphql reply: {e}"))?;
+        .map_err(|e| format!("{what} reply: {e}"))?;
     match body.get("errors") {
         None => Ok(body),
-        Some(_) => Err(format!("{query}: {body}")),
+        Some(_) => Err(format!("{what}: {body}")),
     }
 }
 
@@ -70,21 +71,8 @@ async fn api_search(
     q: &str,
     mode: &str,
 ) -> Result<Value, String> {
-    let resp = http
-        .post(format!("{}/graphql", s.url))
-        .bearer_auth(token)
-        .json(&json!({ "query": SEARCH_GQL, "variables": { "q": q, "m": mode } }))
-        .send()
-        .await
-        .map_err(|e| format!("search request: {e}"))?;
-    let body: Value = resp
-        .json()
-        .await
-        .map_err(|e| format!("search reply: {e}"))?;
-    match body.get("errors") {
-        None => Ok(body),
-        Some(_) => Err(format!("{mode} {q:?}: {body}")),
-    }
+    let request = json!({ "query": SEARCH_GQL, "variables": { "q": q, "m": mode } });
+    graphql(http, s, token, request, &format!("{mode} {q:?}")).await
 }
 
 /// Counts failed API calls (a timed call that failed still counts in the latencies) and keeps
@@ -557,7 +545,14 @@ pub(crate) async fn overhead_interleaved(
         let ds = ms(t.elapsed());
         let t = Instant::now();
         failures.note(std::hint::black_box(
-            graphql(&b.http, s, &s.owner_token, "{ __typename }").await,
+            graphql(
+                &b.http,
+                s,
+                &s.owner_token,
+                json!({ "query": "{ __typename }" }),
+                "{ __typename }",
+            )
+            .await,
         ));
         let dz = ms(t.elapsed());
         let t = Instant::now();
