@@ -620,11 +620,11 @@ async fn pruning_never_changes_a_ranking(backend: Backend) {
     let store = &s.cairn().store;
     let analyzer = cairn::domain::lexical::Analyzer::new();
     let exact = cairn::domain::lexical::Bm25 {
-        essential_postings: u64::MAX,
+        essential_share: f64::INFINITY,
         ..Default::default()
     };
     let pruned = cairn::domain::lexical::Bm25 {
-        essential_postings: 1,
+        essential_share: 0.0,
         ..Default::default()
     };
     let queries = [

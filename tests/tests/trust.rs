@@ -426,6 +426,8 @@ async fn cost_is_refused_before_any_work(backend: Backend) {
     let n0 = store.statement_count();
     s.gql_ok(&dave, "{ __typename }", json!({})).await;
     let baseline = store.statement_count() - n0;
+    // Authenticating is one statement (the token joined to its user), paid by every request.
+    assert_eq!(baseline, 1, "statements to authenticate one request");
     for n in [200usize, 5_000] {
         let q: String = (0..n)
             .map(|i| format!("s{i}: search(query: \"x\", topK: 1, mode: LEXICAL) {{ mode }} "))

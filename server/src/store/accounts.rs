@@ -12,7 +12,7 @@ use sea_orm::{
 };
 
 use super::audit::audit;
-use super::{Store, StoreError, StoreResult};
+use super::{ByKey, Store, StoreError, StoreResult};
 use crate::auth::Principal;
 use crate::domain::Role;
 
@@ -51,7 +51,7 @@ impl Store {
             .filter(TeamColumn::Id.eq(team_id))
             .exec(&self.db)
             .await?;
-        Ok(Teams::find_by_id(team_id).one(&self.db).await?)
+        Ok(Teams::find_by_id(team_id).unique(&self.db).await?)
     }
 
     pub async fn create_team(&self, name: &str) -> StoreResult<Team> {
@@ -63,7 +63,7 @@ impl Store {
     }
 
     pub async fn user(&self, id: i64) -> StoreResult<Option<User>> {
-        Ok(Users::find_by_id(id).one(&self.db).await?)
+        Ok(Users::find_by_id(id).unique(&self.db).await?)
     }
 
     /// Users of `team_id` among `ids`.
@@ -123,14 +123,19 @@ impl Store {
 
     /// The live (not revoked) token with this hash, and its user.
     pub async fn live_token(&self, token_hash: &str) -> StoreResult<Option<(ApiToken, User)>> {
+        // One statement (a join): every request authenticates, so a second round trip to the
+        // database would be paid on each.
         let found = ApiTokens::find()
             .filter(ApiTokenColumn::TokenHash.eq(token_hash))
             .filter(ApiTokenColumn::RevokedAt.is_null())
-            .one(&self.db)
+            .find_also_related(Users)
+            .all(&self.db)
             .await?;
-        let Some(token) = found else { return Ok(None) };
-        let user = Users::find_by_id(token.user_id).one(&self.db).await?;
-        Ok(user.map(|u| (token, u)))
+        // The hash is unique: one row at most (no `LIMIT`, see [`ByKey`]).
+        Ok(found
+            .into_iter()
+            .next()
+            .and_then(|(token, user)| user.map(|u| (token, u))))
     }
 
     /// Records use of a token, at most once a minute per token (keeps reads read-only).
@@ -148,12 +153,12 @@ impl Store {
     }
 
     pub async fn token(&self, id: i64) -> StoreResult<Option<ApiToken>> {
-        Ok(ApiTokens::find_by_id(id).one(&self.db).await?)
+        Ok(ApiTokens::find_by_id(id).unique(&self.db).await?)
     }
 
     /// Revokes a token. Returns false when it was already revoked.
     pub async fn revoke_token(&self, id: i64) -> StoreResult<bool> {
-        let Some(token) = ApiTokens::find_by_id(id).one(&self.db).await? else {
+        let Some(token) = ApiTokens::find_by_id(id).unique(&self.db).await? else {
             return Ok(false);
         };
         if token.revoked_at.is_some() {

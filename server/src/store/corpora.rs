@@ -12,7 +12,7 @@ use sea_orm::{
 
 use super::readable::Readable;
 use super::sql::Sql;
-use super::{Store, StoreError, StoreResult};
+use super::{ByKey, Store, StoreError, StoreResult};
 use crate::auth::Principal;
 
 /// Counts for one corpus, over the documents the asking principal may read.
@@ -55,7 +55,7 @@ impl Store {
     pub async fn visible_corpus(&self, team_id: i64, id: i64) -> StoreResult<Option<Corpus>> {
         Ok(Corpora::find_by_id(id)
             .filter(visible_to_team(team_id))
-            .one(&self.db)
+            .unique(&self.db)
             .await?)
     }
 

@@ -14,7 +14,7 @@ use sea_orm::{
 use super::readable::Readable;
 use super::sql::Sql;
 use super::vector::{f32_blob, vector_literal};
-use super::{Store, StoreError, StoreResult};
+use super::{ByKey, Store, StoreError, StoreResult};
 use crate::auth::Principal;
 use crate::domain::Visibility;
 
@@ -194,7 +194,7 @@ impl Store {
         }
         q.push(" AND ");
         Readable::new(p).push_documents(&mut q, "d");
-        q.push(" ORDER BY d.id LIMIT ").bind(limit as i64);
+        q.push(" ORDER BY d.id LIMIT ").count(limit);
         Ok(Documents::find()
             .from_raw_sql(q.build())
             .all(self.connection())
@@ -375,7 +375,7 @@ impl Store {
             }
             Target::NewVersion { document_id } => {
                 let doc = Documents::find_by_id(document_id)
-                    .one(&tx)
+                    .unique(&tx)
                     .await?
                     .ok_or_else(|| {
                         StoreError::Corrupt(format!("document {document_id} vanished"))
@@ -398,7 +398,7 @@ impl Store {
             }
             Target::ReExtract { document_id } => {
                 let doc = Documents::find_by_id(document_id)
-                    .one(&tx)
+                    .unique(&tx)
                     .await?
                     .ok_or_else(|| {
                         StoreError::Corrupt(format!("document {document_id} vanished"))
@@ -468,7 +468,10 @@ impl Store {
             .into_iter()
             .map(|v| v.blob_id)
             .collect();
-        let team_id = Documents::find_by_id(id).one(&tx).await?.map(|d| d.team_id);
+        let team_id = Documents::find_by_id(id)
+            .unique(&tx)
+            .await?
+            .map(|d| d.team_id);
         delete_chunks(&tx, id).await?;
         // The knowledge graph forgets the document in the same transaction: its mentions and
         // descriptions go (explicitly, not only by cascade), then what nothing supports.
@@ -616,7 +619,7 @@ impl Store {
 
     pub async fn set_visibility(&self, id: i64, v: Visibility) -> StoreResult<Option<Document>> {
         let tx = self.connection().begin().await?;
-        let Some(doc) = Documents::find_by_id(id).one(&tx).await? else {
+        let Some(doc) = Documents::find_by_id(id).unique(&tx).await? else {
             return Ok(None);
         };
         let from = super::lexical::scope_of(&tx, id).await?;
@@ -697,7 +700,7 @@ async fn prune_blobs(tx: &DatabaseTransaction, blob_ids: &[i64]) -> StoreResult<
         if used {
             continue;
         }
-        if let Some(b) = ContentBlobs::find_by_id(blob_id).one(tx).await? {
+        if let Some(b) = ContentBlobs::find_by_id(blob_id).unique(tx).await? {
             ContentBlobs::delete_by_id(blob_id).exec(tx).await?;
             // A queued or running job of the same content still needs the file (it writes
             // the row again when it stores); it cleans up itself if it fails.

@@ -16,7 +16,7 @@ use sea_orm::{
 use serde_json::Value as Json;
 
 use super::sql::Sql;
-use super::{Store, StoreResult};
+use super::{ByKey, Store, StoreResult};
 
 /// A job to queue.
 pub struct NewJob {
@@ -202,12 +202,12 @@ impl Store {
         use sea_orm::{ColumnTrait, QueryFilter};
         Ok(Jobs::find_by_id(id)
             .filter(JobColumn::TeamId.eq(team_id))
-            .one(self.connection())
+            .unique(self.connection())
             .await?)
     }
 
     pub async fn job(&self, id: i64) -> StoreResult<Option<Job>> {
-        Ok(Jobs::find_by_id(id).one(self.connection()).await?)
+        Ok(Jobs::find_by_id(id).unique(self.connection()).await?)
     }
 
     /// Marks a succeeded job's result delivered. True exactly once per job: the caller that

@@ -406,7 +406,7 @@ impl Store {
         if let Some(a) = after {
             q.push(" AND e.id > ").bind(a);
         }
-        q.push(" ORDER BY e.id LIMIT ").bind(limit as i64);
+        q.push(" ORDER BY e.id LIMIT ").count(limit);
         Ok(KgEntity::find_by_statement(q.build())
             .all(self.connection())
             .await?)
@@ -436,7 +436,7 @@ impl Store {
             .push(" THEN 0 WHEN e.name_norm LIKE ")
             .bind(like_contains(name_norm).trim_start_matches('%').to_owned())
             .push(" ESCAPE '\\' THEN 1 ELSE 2 END, length(e.name_norm), e.id LIMIT ")
-            .bind(limit as i64);
+            .count(limit);
         Ok(KgEntity::find_by_statement(q.build())
             .all(self.connection())
             .await?)
@@ -468,7 +468,7 @@ impl Store {
                     .push(" AS vector)))::real AS cosine");
                 from(&mut q);
                 q.push(" GROUP BY kd.entity_id ORDER BY cosine DESC, kd.entity_id LIMIT ")
-                    .bind(limit as i64);
+                    .count(limit as u64);
                 let rows = EntityCosine::find_by_statement(q.build())
                     .all(self.connection())
                     .await?;
@@ -521,7 +521,7 @@ impl Store {
         }
         q.push(" AND d.chunk_count > 0 AND NOT EXISTS (SELECT 1 FROM kg_extractions x WHERE x.document_id = d.id AND x.version = d.current_version) AND ");
         Readable::new(p).push_documents(&mut q, "d");
-        q.push(" ORDER BY d.id LIMIT ").bind(limit as i64);
+        q.push(" ORDER BY d.id LIMIT ").count(limit);
         let rows = UnextractedDocument::find_by_statement(q.build())
             .all(self.connection())
             .await?;

@@ -18,7 +18,7 @@
 //! then BM25 summed per chunk over the query terms' postings. No term is required: a chunk
 //! that holds any query term is a candidate. The sum is pruned the MaxScore way (Turtle and
 //! Flood, 1995) and stays exact: the rarest terms whose postings fit
-//! [`Bm25::essential_postings`] are *essential*; only chunks holding an essential term are scored
+//! [`Bm25::essential_share`] of the readable chunks are *essential*; only chunks holding an essential term are scored
 //! (in full, the other terms looked up per chunk), and the result is kept only when no chunk
 //! without an essential term could reach it (its score is below the common terms' bound
 //! `Σ idf · (k1 + 1)`, under the `depth`-th score found); otherwise every posting is summed.
@@ -368,8 +368,9 @@ impl Store {
         // Rarest first (then by term, so the split is the same everywhere).
         stats.sort_by(|a, b| a.df.cmp(&b.df).then_with(|| a.term.cmp(&b.term)));
 
-        // 2. The essential terms: the rarest whose postings fit the budget (at least one).
-        let budget = i64::try_from(bm25.essential_postings).unwrap_or(i64::MAX);
+        // 2. The essential terms: the rarest whose postings fit the budget (at least one). The
+        //    budget scales with the corpus: `as` saturates (an infinite share: every term).
+        let budget = (bm25.essential_share * n as f64).max(0.0) as i64;
         let mut essential = 0;
         let mut postings = 0i64;
         for t in &stats {
@@ -414,7 +415,7 @@ impl Store {
         q.push(" SELECT lp.chunk_id AS chunk_id, SUM(");
         push_term_score(&mut q, Err("qt.idf"), bm25, avg_len);
         q.push(") AS score FROM lexical_postings lp JOIN qt ON qt.term = lp.term WHERE lp.document_id IN (SELECT id FROM rd) GROUP BY lp.chunk_id ORDER BY score DESC, lp.chunk_id LIMIT ")
-            .bind(depth as i64);
+            .count(depth as u64);
         self.lexical_rows(q).await
     }
 
@@ -440,7 +441,7 @@ impl Store {
         push_term_score(&mut q, Err("qe.idf"), bm25, avg_len);
         q.push(") AS s FROM lexical_postings lp JOIN qe ON qe.term = lp.term WHERE lp.document_id IN (SELECT id FROM rd) GROUP BY lp.chunk_id)");
         q.push(", th AS (SELECT s FROM es ORDER BY s DESC LIMIT 1 OFFSET ")
-            .bind(depth as i64 - 1)
+            .count((depth as u64).saturating_sub(1))
             .push(")");
         q.push(", cand AS (SELECT chunk_id, s FROM es WHERE s >= COALESCE((SELECT s FROM th), 0) - CAST(")
             .bind(bound)
@@ -454,7 +455,7 @@ impl Store {
                 .push(" AND lp.chunk_id = cand.chunk_id), 0)");
         }
         q.push(" AS score FROM cand ORDER BY score DESC, cand.chunk_id LIMIT ")
-            .bind(depth as i64);
+            .count(depth as u64);
         self.lexical_rows(q).await
     }
 
@@ -486,7 +487,7 @@ impl Store {
         loop {
             let mut q = Sql::new(self.backend());
             q.push("SELECT d.id AS id FROM documents d WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.document_id = d.id) AND NOT EXISTS (SELECT 1 FROM lexical_documents l WHERE l.document_id = d.id) ORDER BY d.id LIMIT ")
-                .bind(BACKFILL_BATCH as i64);
+                .count(BACKFILL_BATCH);
             let ids = self
                 .connection()
                 .query_all_raw(q.build())

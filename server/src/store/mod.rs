@@ -65,7 +65,22 @@ mod sql;
 pub mod vector;
 pub mod vindex;
 
-use sea_orm::{DatabaseConnection, DbErr, SqlErr};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, Select, SqlErr};
+
+/// A row read by a unique key (a primary key, a unique column). sea-orm's `.one()` appends
+/// `LIMIT ?` bound to 1, and SQLite (3.4x and later) counts a bound `LIMIT` as part of the
+/// query plan: the statement is prepared again, parsed and planned, on every execution. A
+/// unique key needs no `LIMIT`, so these read every matching row (at most one) and keep one
+/// cached statement per connection. The per-request reads (the token's check) go through here.
+pub(crate) trait ByKey<E: EntityTrait> {
+    async fn unique<C: ConnectionTrait>(self, db: &C) -> Result<Option<E::Model>, DbErr>;
+}
+
+impl<E: EntityTrait> ByKey<E> for Select<E> {
+    async fn unique<C: ConnectionTrait>(self, db: &C) -> Result<Option<E::Model>, DbErr> {
+        Ok(self.all(db).await?.into_iter().next())
+    }
+}
 
 pub use accounts::{principal_of, role_of};
 pub use audit::NewUsage;

@@ -6,7 +6,7 @@ use entity::prelude::*;
 use sea_orm::sea_query::OnConflict;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
 
-use super::{Store, StoreResult};
+use super::{ByKey, Store, StoreResult};
 use crate::domain::models::{EndpointSetting, ModelRole};
 
 /// A team's endpoint for one role, ready to write.
@@ -27,7 +27,7 @@ impl Store {
         role: ModelRole,
     ) -> StoreResult<Option<TeamModel>> {
         Ok(TeamModels::find_by_id((team_id, role.as_str().to_owned()))
-            .one(&self.db)
+            .unique(&self.db)
             .await?)
     }
 

@@ -10,7 +10,7 @@ use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set, TransactionTrait};
 use serde_json::Value as Json;
 
-use super::{Store, StoreError, StoreResult};
+use super::{ByKey, Store, StoreError, StoreResult};
 
 /// A document type to write.
 #[derive(Clone, Debug)]
@@ -73,7 +73,7 @@ impl Store {
         starters: &[NewDocumentType],
     ) -> StoreResult<bool> {
         let seeded = Teams::find_by_id(team_id)
-            .one(&self.db)
+            .unique(&self.db)
             .await?
             .is_none_or(|t| t.taxonomy_seeded);
         if seeded {
@@ -117,7 +117,7 @@ impl Store {
     pub async fn document_type(&self, team_id: i64, id: i64) -> StoreResult<Option<DocumentType>> {
         Ok(DocumentTypes::find_by_id(id)
             .filter(DocumentTypeColumn::TeamId.eq(team_id))
-            .one(&self.db)
+            .unique(&self.db)
             .await?)
     }
 
@@ -261,7 +261,7 @@ impl Store {
             .exec_without_returning(&self.db)
             .await?;
         Classifications::find_by_id((c.document_id, c.version))
-            .one(&self.db)
+            .unique(&self.db)
             .await?
             .ok_or_else(|| StoreError::Corrupt("classification not written".into()))
     }
@@ -309,7 +309,7 @@ impl Store {
             .await?
             .last_insert_id;
         ProcessingResults::find_by_id(id)
-            .one(&self.db)
+            .unique(&self.db)
             .await?
             .ok_or_else(|| StoreError::Corrupt("processing result not written".into()))
     }

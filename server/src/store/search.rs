@@ -135,7 +135,7 @@ fn pg_vector_statement(
     push_corpora(&mut q, corpora);
     q.push(" AND ");
     Readable::new(p).push_documents(&mut q, "d");
-    q.push(" ORDER BY dist LIMIT ").bind(depth as i64);
+    q.push(" ORDER BY dist LIMIT ").count(depth);
     q.push(") SELECT id, CAST(1 - dist AS REAL) AS score FROM hits ORDER BY dist, id");
     q.build()
 }
@@ -252,7 +252,7 @@ impl Store {
         s.push(" ORDER BY CASE WHEN lower(d.title) = ")
             .bind(words.join(" "))
             .push(" THEN 0 ELSE 1 END, length(d.title), d.id DESC LIMIT ")
-            .bind(limit as i64);
+            .count(limit);
         Ok(entity::prelude::Documents::find()
             .from_raw_sql(s.build())
             .all(self.connection())
@@ -571,9 +571,9 @@ mod tests {
         let s = pg_vector_channel_statement(&p, &[0.5, -1.0], 300);
         assert_eq!(
             s.sql,
-            "WITH hits AS MATERIALIZED (SELECT c.id, c.embedding <=> CAST($1 AS vector) AS dist FROM chunks c JOIN documents d ON d.id = c.document_id AND c.version = d.current_version WHERE c.embedding IS NOT NULL AND ((d.team_id = $2 OR d.corpus_id IN (SELECT sc.id FROM corpora sc WHERE sc.system)) AND (d.visibility = 'team' OR d.owner_id = $3)) ORDER BY dist LIMIT $4) SELECT id, CAST(1 - dist AS REAL) AS score FROM hits ORDER BY dist, id"
+            "WITH hits AS MATERIALIZED (SELECT c.id, c.embedding <=> CAST($1 AS vector) AS dist FROM chunks c JOIN documents d ON d.id = c.document_id AND c.version = d.current_version WHERE c.embedding IS NOT NULL AND ((d.team_id = $2 OR d.corpus_id IN (SELECT sc.id FROM corpora sc WHERE sc.system)) AND (d.visibility = 'team' OR d.owner_id = $3)) ORDER BY dist LIMIT 300) SELECT id, CAST(1 - dist AS REAL) AS score FROM hits ORDER BY dist, id"
         );
-        assert_eq!(s.values.map(|v| v.0.len()), Some(4));
+        assert_eq!(s.values.map(|v| v.0.len()), Some(3));
         // With a corpus filter, the channel's statement only gains the filter.
         let filtered = pg_vector_statement(&p, Some(&[11, 12]), &[0.5, -1.0], 300);
         assert!(filtered

@@ -36,6 +36,15 @@ impl Sql {
         self
     }
 
+    /// Appends a row count (`LIMIT`, `OFFSET`) as a literal, not a placeholder: SQLite treats
+    /// a bound `LIMIT` as part of the query plan and prepares the statement again on every
+    /// execution, while a literal keeps one cached statement per count. An integer cannot
+    /// inject anything.
+    pub(crate) fn count(&mut self, n: u64) -> &mut Self {
+        self.text.push_str(&n.to_string());
+        self
+    }
+
     /// Appends `(p1, p2, …)`; callers never pass an empty list (checked by them first).
     pub(crate) fn push_list<V: Into<Value>>(
         &mut self,
@@ -76,5 +85,13 @@ mod tests {
             .push_list([2i64, 3]);
         assert_eq!(lite.text, "a = ? AND b IN (?, ?)");
         assert_eq!(lite.values.len(), 3);
+    }
+
+    #[test]
+    fn counts_are_literals() {
+        let mut lite = Sql::new(DatabaseBackend::Sqlite);
+        lite.push("x = ").bind(1i64).push(" LIMIT ").count(300);
+        assert_eq!(lite.text, "x = ? LIMIT 300");
+        assert_eq!(lite.values.len(), 1);
     }
 }
