@@ -55,7 +55,7 @@ log "small instruct model for the local knowledge extractor (SmolLM2-135M, from 
 CAIRN_KG_LOCAL_MODEL=$(bash kg/fetch-local-model.sh)
 export CAIRN_KG_LOCAL_MODEL
 
-log "console (Trunk) ..."
+log "console (wasm) ..."
 bash scripts/build-console.sh
 
 log "console: cargo fmt --check, clippy (wasm32), unit tests (native)"

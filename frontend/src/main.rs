@@ -1,6 +1,6 @@
-//! Cairn web console: a Leptos client-side app, built by Trunk into `frontend/dist` and served
-//! by the cairn server at `/` (unknown paths answer `index.html`, so client routes survive a
-//! reload).
+//! Cairn web console: a Leptos client-side app, built by `scripts/build-console.sh` into
+//! `frontend/dist` and served by the cairn server at `/` (unknown paths answer `index.html`,
+//! so client routes survive a reload).
 //!
 //! Layout: [`api`] is the GraphQL transport (POST and multipart upload) and its readable
 //! errors; [`ws`] the one shared subscription socket; [`session`] the token; `components` the
