@@ -38,8 +38,8 @@ pub struct Bm25 {
     /// essential (rarest) terms before the rest are looked up per candidate, as a share of the
     /// chunks the searcher may read (so it scales with the corpus). Rankings are the same for
     /// every value (the pruned result is kept only when provably exact); 0 makes only the
-    /// rarest term essential, infinity every term (no pruning). The default was measured by
-    /// the search bench at 20,000 and 100,000 chunks on both backends (ARCHITECTURE.md).
+    /// rarest term essential, infinity every term (no pruning). The default is the search
+    /// bench's fastest at 100,000 chunks on both backends (ARCHITECTURE.md, "Search").
     pub essential_share: f64,
 }
 
@@ -49,7 +49,7 @@ impl Default for Bm25 {
             k1: 1.2,
             b: 0.75,
             heading_weight: 2.0,
-            essential_share: 0.5,
+            essential_share: 0.25,
         }
     }
 }
