@@ -380,10 +380,24 @@ impl Store {
             essential += 1;
             postings += t.df;
         }
-        let (ess, rest) = stats.split_at(essential);
-        let ess: Vec<&QueryTerm> = ess.iter().collect();
-        let bound: f64 = rest.iter().map(|t| t.idf * (bm25.k1 + 1.0)).sum();
-        if !rest.is_empty() {
+        // 3. Pruned, then (when that was not provably exact) pruned again with every term but
+        //    the most common one essential: the smallest bound a pruned evaluation can have.
+        //    That second try is made only when the most common term holds at least half of
+        //    the query's postings, so it reads at most half of what the full sum would.
+        let total_postings: i64 = stats.iter().map(|t| t.df).sum();
+        let mut tries = vec![essential];
+        if let Some(last) = stats.last() {
+            if stats.len() > essential + 1 && 2 * last.df >= total_postings {
+                tries.push(stats.len() - 1);
+            }
+        }
+        for essential in tries {
+            let (ess, rest) = stats.split_at(essential);
+            if rest.is_empty() {
+                break;
+            }
+            let ess: Vec<&QueryTerm> = ess.iter().collect();
+            let bound: f64 = rest.iter().map(|t| t.idf * (bm25.k1 + 1.0)).sum();
             let hits = self
                 .lexical_pruned(p, corpora, &ess, rest, bm25, avg_len, bound, depth)
                 .await?;
