@@ -1,6 +1,6 @@
-//! An inference-only BERT encoder over candle, reading the same weights and
-//! `candle_transformers::models::bert::Config` as `candle_transformers::models::bert::BertModel`,
-//! restructured for CPU throughput the way text-embeddings-inference's own BERT is:
+//! An inference-only BERT encoder over candle, reading the same weights and `config.json` as
+//! Hugging Face's `BertModel` (and candle-transformers' port of it), restructured for CPU
+//! throughput the way text-embeddings-inference's own BERT is:
 //!
 //! * query, key and value are one fused `hidden → 3·hidden` matmul instead of three;
 //! * the attention softmax is candle's fused last-dimension kernel (`softmax_last_dim`) instead
@@ -14,10 +14,46 @@
 
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, DType, Device, Layout, Module, Shape, Tensor};
 use candle_nn::{embedding, layer_norm, linear, Embedding, LayerNorm, Linear, VarBuilder};
-use candle_transformers::models::bert::{Config, HiddenAct, PositionEmbeddingType};
+use serde::Deserialize;
 
 use crate::bf16::PackedBf16;
 use crate::Precision;
+
+/// The fields of a BERT `config.json` the encoder reads (Hugging Face's `BertConfig`; unknown
+/// fields are ignored). Kept here rather than taken from candle-transformers, whose whole model
+/// zoo took about 100 s of every cold release build for this one struct.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Config {
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub intermediate_size: usize,
+    pub hidden_act: HiddenAct,
+    pub max_position_embeddings: usize,
+    pub type_vocab_size: usize,
+    pub layer_norm_eps: f64,
+    pub pad_token_id: usize,
+    /// Only `absolute` is supported (refused at load otherwise).
+    #[serde(default = "absolute")]
+    pub position_embedding_type: String,
+}
+
+fn absolute() -> String {
+    "absolute".into()
+}
+
+/// The intermediate layer's activation (`hidden_act`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HiddenAct {
+    /// Exact (erf) GELU.
+    Gelu,
+    /// Tanh-approximated GELU.
+    #[serde(alias = "gelu_new", alias = "gelu_pytorch_tanh")]
+    GeluApproximate,
+    Relu,
+}
 
 /// A dense layer, `y = x · Wᵀ + b`, in f32 or in bfloat16 ([`crate::Precision`]).
 enum Dense {
@@ -218,8 +254,11 @@ impl Bert {
     /// Loads from a `VarBuilder` already pointed at the encoder's prefix (the one holding
     /// `embeddings.*` and `encoder.*`).
     pub fn load(vb: &VarBuilder, cfg: &Config, precision: Precision) -> candle_core::Result<Self> {
-        if cfg.position_embedding_type != PositionEmbeddingType::Absolute {
-            candle_core::bail!("only absolute position embeddings are supported");
+        if cfg.position_embedding_type != "absolute" {
+            candle_core::bail!(
+                "only absolute position embeddings are supported, not {:?}",
+                cfg.position_embedding_type
+            );
         }
         let heads = cfg.num_attention_heads;
         if heads == 0 || (cfg.hidden_size / heads) * heads != cfg.hidden_size {

@@ -60,8 +60,8 @@
 //!
 //! # Model
 //!
-//! `config.json` is read as `candle_transformers::models::bert::Config`, and the encoder is
-//! this crate's inference-only BERT (module `bert`), which takes the same weights but fuses the
+//! `config.json` is read into the crate's own `bert::Config` (Hugging Face's `BertConfig`
+//! fields), and the encoder is this crate's inference-only BERT (module `bert`), which takes the same weights but fuses the
 //! query/key/value projections into one matmul, uses candle's fused softmax and runs exact GELU
 //! as a vectorized CPU op, the way text-embeddings-inference restructures BERT for speed. The
 //! parity test holds its output to sentence-transformers' within 1e-4 (measured: ~2e-7).

@@ -5,12 +5,11 @@ use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device, IndexOp, Tensor, D};
 use candle_nn::VarBuilder;
-use candle_transformers::models::bert::Config as BertConfig;
 use serde::Deserialize;
 use tokenizers::{Encoding, Tokenizer, TruncationParams};
 
 use crate::batch;
-use crate::bert::Bert;
+use crate::bert::{Bert, Config as BertConfig};
 use crate::error::EmbedError;
 use crate::{BatchDone, EmbedConfig, Pooling, Precision};
 

@@ -12,25 +12,21 @@
 //!
 //! # Model
 //!
-//! `general.architecture` picks the candle model: `llama` →
-//! `candle_transformers::models::quantized_llama` (SmolLM2, Llama), `qwen2` → `quantized_qwen2`.
-//! The tokenizer and chat template come from the GGUF metadata ([`vocab`]). CPU only.
+//! `general.architecture` `llama` (SmolLM2, Llama) or `qwen2`, run by [`decoder`] (this
+//! crate's own decoder on candle-core's quantized matmul). The tokenizer and chat template come
+//! from the GGUF metadata ([`vocab`]). CPU only.
 //!
 //! Per request the prompt is the crate's [`crate::prompt`] pair in the chat template. When the
-//! prompt and the output budget do not fit the context (capped at 4096 for llama models,
-//! candle's rotary table), the document is cut further with [`crate::cap_text_at`]; snippets
-//! are then constrained to the text the model saw, a prefix of the text `extract` validates
-//! against, so they stay verbatim.
+//! prompt and the output budget do not fit the context (capped at 4096 for llama models), the
+//! document is cut further with [`crate::cap_text_at`]; snippets are then constrained to the
+//! text the model saw, a prefix of the text `extract` validates against, so they stay
+//! verbatim.
 //!
-//! candle's quantized models cache attention masks keyed by (chunk length, context length) and
-//! never clear them. For llama models each request therefore starts from a clone of the model
-//! (the weights are shared, the clone is cheap) and the prompt goes in chunks of 256 tokens.
-//! With a ChatML template the clone is taken from a copy that has already read the system
-//! prompt at load time (its turn ends in a special token, so the ids are the same as when the
-//! whole prompt is encoded), which saves most of the prefill of a short document. qwen2 models
-//! (not `Clone`) clear their KV cache and take the prompt in fixed chunks of 64 and the
-//! remainder one token at a time, which keeps their mask cache bounded however many documents
-//! pass.
+//! The weights are shared and never change; each request owns its attention cache
+//! ([`decoder::Cache`]) and reads its prompt in chunks of 256 tokens. With a ChatML template the
+//! cache starts from a copy of one that read the system prompt at load time (its turn ends in
+//! a special token, so the ids are the same as when the whole prompt is encoded), which saves
+//! most of the prefill of a short document.
 //!
 //! # Speed
 //!
@@ -50,6 +46,7 @@
 //! [`crate::grammar::JsonGrammar::finish`] closes it after the last complete item. What comes
 //! out is a raw reply like any other backend's and goes through [`crate::reply::validate`].
 
+mod decoder;
 pub mod vocab;
 
 use std::panic::AssertUnwindSafe;
@@ -57,13 +54,13 @@ use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 use candle_core::quantized::gguf_file;
-use candle_core::{Device, Tensor};
-use candle_transformers::models::{quantized_llama, quantized_qwen2};
+use candle_core::Device;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::extractor::{cap_text_at, Extractor, ExtractorError, Reply};
 use crate::grammar::{GrammarConfig, JsonGrammar};
 use crate::prompt;
+use decoder::{Cache, Decoder};
 use vocab::{ChatTemplate, Vocabulary};
 
 /// Why a local model could not be loaded or run.
@@ -197,52 +194,18 @@ impl Extractor for LocalGguf {
     }
 }
 
-enum Model {
-    Llama {
-        /// Never run: cloned per request.
-        pristine: Box<quantized_llama::ModelWeights>,
-        /// A copy that has read the system prompt (its ids alongside): requests whose prompt
-        /// starts with those ids clone it and skip them.
-        primed: Option<(Box<quantized_llama::ModelWeights>, Vec<u32>)>,
-    },
-    Qwen2(Box<quantized_qwen2::ModelWeights>),
-}
-
-/// Prompt chunk sizes for prefill (see the module docs on the mask cache).
-const CHUNK: usize = 64;
-const FRESH_CHUNK: usize = 256;
+/// Prompt chunk size for prefill: bounds the attention scores held at once.
+const PREFILL_CHUNK: usize = 256;
 
 struct Engine {
-    model: Model,
+    decoder: Decoder,
+    /// A cache that has read the system prompt, and its ids: requests whose prompt starts
+    /// with those ids start from a copy of it.
+    primed: Option<(Cache, Vec<u32>)>,
     vocab: Vocabulary,
     first_byte: Vec<Vec<u32>>,
     cfg: LocalConfig,
     info: ModelInfo,
-    device: Device,
-}
-
-enum Running<'m> {
-    Llama(Box<quantized_llama::ModelWeights>),
-    Qwen2(&'m mut quantized_qwen2::ModelWeights),
-}
-
-impl Running<'_> {
-    fn forward(
-        &mut self,
-        ids: &[u32],
-        pos: usize,
-        device: &Device,
-    ) -> Result<Vec<f32>, LocalError> {
-        let input = Tensor::new(ids, device)?.unsqueeze(0)?;
-        let logits = match self {
-            Running::Llama(m) => m.forward(&input, pos)?,
-            Running::Qwen2(m) => m.forward(&input, pos)?,
-        };
-        Ok(logits
-            .squeeze(0)?
-            .to_dtype(candle_core::DType::F32)?
-            .to_vec1()?)
-    }
 }
 
 impl Engine {
@@ -260,35 +223,9 @@ impl Engine {
             .and_then(|v| v.to_string().ok())
             .cloned()
             .unwrap_or_else(|| "llama".into());
-        let ctx_len = ct
-            .metadata
-            .get(&format!("{arch}.context_length"))
-            .and_then(|v| v.to_u32().ok())
-            .map_or(2048, |v| v as usize);
         let vocab = Vocabulary::from_gguf(&ct)?;
-        let device = Device::Cpu;
-        let (model, context) = match arch.as_str() {
-            "llama" => (
-                Model::Llama {
-                    pristine: Box::new(quantized_llama::ModelWeights::from_gguf(
-                        ct, &mut file, &device,
-                    )?),
-                    primed: None,
-                },
-                ctx_len.min(quantized_llama::MAX_SEQ_LEN),
-            ),
-            "qwen2" => (
-                Model::Qwen2(Box::new(quantized_qwen2::ModelWeights::from_gguf(
-                    ct, &mut file, &device,
-                )?)),
-                ctx_len,
-            ),
-            other => {
-                return Err(LocalError::Unsupported(format!(
-                    "architecture {other:?} (llama and qwen2 are supported)"
-                )))
-            }
-        };
+        let decoder = Decoder::from_gguf(&arch, &ct, &mut file, &Device::Cpu)?;
+        let context = decoder.context();
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().trim_end_matches(".gguf").to_string())
@@ -301,36 +238,31 @@ impl Engine {
         };
         tracing::info!(model = %info.name, arch = %info.architecture, context, "local extraction model loaded");
         let mut engine = Engine {
-            model,
+            decoder,
+            primed: None,
             first_byte: by_first_byte(&vocab.token_bytes),
             vocab,
             cfg,
             info,
-            device,
         };
         engine.prime()?;
         Ok(engine)
     }
 
-    /// Read the system prompt once into a llama copy (ChatML only: its turn ends in a special
+    /// Read the system prompt once into a cache (ChatML only: its turn ends in a special
     /// token, so encoding it apart gives the same ids as encoding the whole prompt).
     fn prime(&mut self) -> Result<(), LocalError> {
         if self.vocab.template != ChatTemplate::ChatMl {
             return Ok(());
         }
-        let Model::Llama { pristine, primed } = &mut self.model else {
-            return Ok(());
-        };
         let prefix = self
             .vocab
             .encode(&self.vocab.template.system_turn(&prompt::system_prompt()))?;
-        let mut m = Running::Llama(pristine.clone());
-        for (i, chunk) in prefix.chunks(FRESH_CHUNK).enumerate() {
-            m.forward(chunk, i * FRESH_CHUNK, &self.device)?;
+        let mut cache = self.decoder.cache();
+        for chunk in prefix.chunks(PREFILL_CHUNK) {
+            self.decoder.forward(chunk, &mut cache)?;
         }
-        if let Running::Llama(m) = m {
-            *primed = Some((m, prefix));
-        }
+        self.primed = Some((cache, prefix));
         Ok(())
     }
 
@@ -386,40 +318,19 @@ impl Engine {
     ) -> Result<Reply, LocalError> {
         let (ids, shown) = self.prompt_ids(text, attempt)?;
         let mut grammar = JsonGrammar::new(self.cfg.grammar.clone(), &shown);
-        let (mut pos, mut running) = match &mut self.model {
-            Model::Llama {
-                primed: Some((m, prefix)),
-                ..
-            } if ids.starts_with(prefix) && ids.len() > prefix.len() => {
-                (prefix.len(), Running::Llama(m.clone()))
+        let mut cache = match &self.primed {
+            Some((cache, prefix)) if ids.starts_with(prefix) && ids.len() > prefix.len() => {
+                cache.clone()
             }
-            Model::Llama { pristine, .. } => (0, Running::Llama(pristine.clone())),
-            Model::Qwen2(m) => {
-                m.clear_kv_cache();
-                (0, Running::Qwen2(m))
-            }
+            _ => self.decoder.cache(),
         };
         let ids_in = ids.len();
-        let ids = &ids[pos..];
-        let device = &self.device;
+        let ids = &ids[cache.len()..];
         let t_start = std::time::Instant::now();
         let mut t_pick = std::time::Duration::ZERO;
         let mut logits = Vec::new();
-        if matches!(running, Running::Llama(_)) {
-            for chunk in ids.chunks(FRESH_CHUNK) {
-                logits = running.forward(chunk, pos, device)?;
-                pos += chunk.len();
-            }
-        } else {
-            let full = ids.len() / CHUNK * CHUNK;
-            for chunk in ids[..full].chunks(CHUNK) {
-                logits = running.forward(chunk, pos, device)?;
-                pos += chunk.len();
-            }
-            for &id in &ids[full..] {
-                logits = running.forward(&[id], pos, device)?;
-                pos += 1;
-            }
+        for chunk in ids.chunks(PREFILL_CHUNK) {
+            logits = self.decoder.forward(chunk, &mut cache)?;
         }
         let mut generated = 0usize;
         while generated < self.cfg.max_new_tokens && !grammar.is_done() {
@@ -444,11 +355,10 @@ impl Engine {
                 break;
             }
             generated += 1;
-            if grammar.is_done() || pos + 1 >= self.info.context {
+            if grammar.is_done() || cache.len() + 1 >= self.info.context {
                 break;
             }
-            logits = running.forward(&[tok], pos, device)?;
-            pos += 1;
+            logits = self.decoder.forward(&[tok], &mut cache)?;
         }
         tracing::debug!(
             prompt_tokens = ids_in,
