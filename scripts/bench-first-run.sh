@@ -7,7 +7,7 @@
 # and this one cannot forget is not counted: apt packages already installed, the Rust
 # toolchain (rustup's), the npm cache (GraphiQL's files, the binaryen package).
 #
-#   bash scripts/bench-first-run.sh            # ~12-15 min on 2 cores
+#   bash scripts/bench-first-run.sh            # ~19 min on 2 cores (1154 s on 2026-12-04)
 #
 # Prints each stage's end (from run.sh's and build-console.sh's log lines), the total, and
 # the load average at start and end. The console's dist is rebuilt in place (frontend/dist).

@@ -175,7 +175,7 @@ impl Decoder {
             blocks,
             norm,
             output: QMatMul::from_qtensor(output)?,
-            eps: eps as f32,
+            eps,
             n_head,
             n_kv_head,
             head_dim,
@@ -340,6 +340,7 @@ fn repeat_kv(x: Tensor, group: usize) -> Result<Tensor> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
