@@ -244,17 +244,20 @@ pub async fn ingest(
     while !pending.is_empty() {
         tokio::time::sleep(POLL).await;
         let ids: Vec<i64> = pending.keys().copied().collect();
+        let mut jobs: HashMap<i64, _> = store
+            .jobs(&ids)
+            .await
+            .map_err(|e| format!("reading the queued jobs: {e}"))?
+            .into_iter()
+            .map(|j| (j.id, j))
+            .collect();
         for id in ids {
-            let job = match store.job(id).await {
-                Ok(Some(j)) => j,
-                Ok(None) => {
-                    if let Some((bar, name)) = pending.remove(&id) {
-                        bar.abandon_with_message("the job vanished");
-                        summary.failed.push((name, "the job vanished".into()));
-                    }
-                    continue;
+            let Some(job) = jobs.remove(&id) else {
+                if let Some((bar, name)) = pending.remove(&id) {
+                    bar.abandon_with_message("the job vanished");
+                    summary.failed.push((name, "the job vanished".into()));
                 }
-                Err(e) => return Err(format!("reading job {id}: {e}")),
+                continue;
             };
             let Some((bar, _)) = pending.get(&id) else {
                 continue;

@@ -210,6 +210,22 @@ impl Store {
         Ok(Jobs::find_by_id(id).unique(self.connection()).await?)
     }
 
+    /// The jobs among `ids` that exist, in no particular order: one statement per 500 ids
+    /// (what `cairn ingest` polls for every file it queued).
+    pub async fn jobs(&self, ids: &[i64]) -> StoreResult<Vec<Job>> {
+        use sea_orm::{ColumnTrait, QueryFilter};
+        let mut out = Vec::with_capacity(ids.len());
+        for part in ids.chunks(500) {
+            out.extend(
+                Jobs::find()
+                    .filter(JobColumn::Id.is_in(part.iter().copied()))
+                    .all(self.connection())
+                    .await?,
+            );
+        }
+        Ok(out)
+    }
+
     /// Marks a succeeded job's result delivered. True exactly once per job: the caller that
     /// gets true hands the result out; every later caller gets the state only.
     pub async fn take_job_result(&self, id: i64) -> StoreResult<bool> {
