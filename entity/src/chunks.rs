@@ -1,6 +1,6 @@
 //! `chunks`: the columns every backend shares. The embedding (`vector(384)` on PostgreSQL,
 //! an f32 blob on SQLite) is written and read by `cairn::store` with backend-specific SQL, so
-//! it is not a field here; the lexical postings live in `lexical_postings`.
+//! it is not a field here; the lexical postings live in `lexical_blocks`.
 
 use sea_orm::entity::prelude::*;
 use serde::{Deserialize, Serialize};

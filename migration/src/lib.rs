@@ -2,7 +2,8 @@
 //!
 //! Each migration carries hand-written SQL per backend (`sql/*.sql`): the two schemas differ
 //! where the engines do (pgvector `vector(384)` + HNSW on PostgreSQL, little-endian f32 blobs
-//! on SQLite; since migration 4 both keep the lexical channel's own postings), and
+//! on SQLite; since migration 4 both keep the lexical channel's own postings, packed per term and
+//! document since migration 8), and
 //! keeping them as plain SQL makes the constraints the database enforces easy to read.
 //! Every table of DESIGN.md §3 exists from the first migration on.
 
@@ -15,6 +16,7 @@ mod m20261202_000004_bm25;
 mod m20261202_000005_team_models;
 mod m20261203_000006_content_isolation;
 mod m20261203_000007_processing;
+mod m20261205_000008_lexical_blocks;
 
 /// The SQL of one migration for the connected backend (SQLite or PostgreSQL).
 pub(crate) fn sql_for<'a>(
@@ -45,6 +47,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000005_team_models::Migration),
             Box::new(m20261203_000006_content_isolation::Migration),
             Box::new(m20261203_000007_processing::Migration),
+            Box::new(m20261205_000008_lexical_blocks::Migration),
         ]
     }
 }

@@ -509,7 +509,6 @@ impl Config {
             k1: self.bm25_k1.max(0.0),
             b: self.bm25_b.clamp(0.0, 1.0),
             heading_weight: self.lexical_heading_weight.max(0.0),
-            ..crate::domain::lexical::Bm25::default()
         }
     }
 

@@ -4,8 +4,8 @@
 //! PostgreSQL hold the same terms and rank the same chunks in the same order: Unicode words
 //! (letters and digits), lowercased, English stopwords dropped, Snowball (Porter 2) English
 //! stems (the `rust-stemmers` crate, tantivy's). The store keeps one posting per (term,
-//! chunk) with the term's count in the chunk's body and in its heading; BM25 is computed in
-//! SQL over those postings (see `store::search`).
+//! chunk) with the term's count in the chunk's body and in its heading; BM25 is computed over
+//! them with [`Bm25::term_score`] (see `store::lexical`).
 //!
 //! BM25 follows Lucene's `BM25Similarity`:
 //! `idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))`, and a term's part of a chunk's score is
@@ -34,13 +34,6 @@ pub struct Bm25 {
     pub b: f64,
     /// How many body occurrences one occurrence in the chunk's heading counts as.
     pub heading_weight: f64,
-    /// A cost knob, not a ranking one: the most postings the pruned evaluation reads for its
-    /// essential (rarest) terms before the rest are looked up per candidate, as a share of the
-    /// chunks the searcher may read (so it scales with the corpus). Rankings are the same for
-    /// every value (the pruned result is kept only when provably exact); 0 makes only the
-    /// rarest term essential, infinity every term (no pruning). The default is the search
-    /// bench's fastest at 100,000 chunks on both backends (ARCHITECTURE.md, "Search").
-    pub essential_share: f64,
 }
 
 impl Default for Bm25 {
@@ -49,7 +42,6 @@ impl Default for Bm25 {
             k1: 1.2,
             b: 0.75,
             heading_weight: 2.0,
-            essential_share: 0.25,
         }
     }
 }
@@ -60,7 +52,7 @@ impl Bm25 {
         (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
     }
 
-    /// One term's contribution to a chunk's score (the SQL computes the same).
+    /// One term's contribution to a chunk's score.
     pub fn term_score(&self, idf: f64, tf: f64, len: f64, avg_len: f64) -> f64 {
         let norm = self.k1 * (1.0 - self.b + self.b * len / avg_len.max(1e-9));
         idf * tf * (self.k1 + 1.0) / (tf + norm)

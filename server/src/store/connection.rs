@@ -110,28 +110,11 @@ impl Store {
             index: Arc::default(),
             #[cfg(any(test, feature = "testing"))]
             statements,
-            #[cfg(any(test, feature = "testing"))]
-            lexical_pruned: Arc::default(),
         })
     }
 
     pub fn backend(&self) -> DatabaseBackend {
         self.db.get_database_backend()
-    }
-
-    /// How many lexical searches the pruned (MaxScore) evaluation answered since it was
-    /// opened; the others summed every posting.
-    #[cfg(any(test, feature = "testing"))]
-    pub fn lexical_pruned_count(&self) -> u64 {
-        self.lexical_pruned
-            .load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Counts a lexical search answered by the pruned evaluation (for the tests).
-    pub(crate) fn count_lexical_pruned(&self) {
-        #[cfg(any(test, feature = "testing"))]
-        self.lexical_pruned
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// How many SQL statements this store (all its clones) has run since it was opened.

@@ -129,8 +129,4 @@ pub struct Store {
     /// SQL statements run so far through this handle and its clones (tests).
     #[cfg(any(test, feature = "testing"))]
     statements: std::sync::Arc<std::sync::atomic::AtomicU64>,
-    /// Lexical searches answered by the pruned evaluation (kept because provably exact;
-    /// tests).
-    #[cfg(any(test, feature = "testing"))]
-    lexical_pruned: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }

@@ -258,7 +258,6 @@ pub(crate) async fn common_section(
         sec.vector_channel
             .row("Store::vector_channel (k=300, noisy centroids)"),
     );
-    let pruned_before = store.lexical_pruned_count();
     let lexical = time_async(QUERIES, |i| async move {
         let terms = cairn::domain::lexical::Analyzer::new().query_terms(&b.texts[i]);
         let hits = store
@@ -269,46 +268,6 @@ pub(crate) async fn common_section(
     })
     .await;
     rep.line(lexical.row("Store::lexical_channel (k=300, query texts)"));
-    rep.line(format!(
-        "      answered by the MaxScore path (exact; kept when provably so): {} of {} calls (warm-up included); the rest summed every posting",
-        store.lexical_pruned_count() - pruned_before,
-        QUERIES + super::WARMUP
-    ));
-    // The essential-postings budget (a cost knob: the rankings are the same), interleaved per
-    // query on the same store.
-    // Shares of the readable chunks (the default is `Bm25::default().essential_share`).
-    let configs = [2.0f64, 1.0, 0.5, 0.25, 0.125];
-    let mut by_config: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
-    for i in 0..QUERIES {
-        let terms = cairn::domain::lexical::Analyzer::new().query_terms(&b.texts[i]);
-        for (k, budget) in configs.iter().enumerate() {
-            let bm25 = cairn::domain::lexical::Bm25 {
-                essential_share: *budget,
-                ..Default::default()
-            };
-            let t = std::time::Instant::now();
-            let hits = store
-                .lexical_channel(p, None, &terms, bm25, DEPTH)
-                .await
-                .unwrap_or_else(|e| panic!("lexical channel: {e}"));
-            std::hint::black_box(hits);
-            by_config[k].push(t.elapsed().as_secs_f64() * 1e3);
-        }
-    }
-    rep.line(
-        "      the MaxScore essential-postings budget (a share of the readable chunks), interleaved per query (same rankings):",
-    );
-    for (budget, v) in configs.iter().zip(by_config) {
-        let st = super::report::Stats::of(v);
-        rep.line(st.row(&format!(
-            "  essential share {budget}{}",
-            if *budget == cairn::domain::lexical::Bm25::default().essential_share {
-                " (default)"
-            } else {
-                ""
-            }
-        )));
-    }
     let embedder = s
         .cairn()
         .models
