@@ -1,7 +1,7 @@
-//! The lexical channel's postings as blocks: one row per (term, document) holding every
-//! posting of the term in the document's current chunks, packed (`lexical_blocks`), instead of
-//! one row per (term, chunk). A query reads a few rows per document per term and scores in
-//! Rust; see `server/src/store/lexical.rs` for the encoding and ARCHITECTURE.md ("Search")
+//! The lexical channel's postings as blocks: rows per (term, document, part) holding the
+//! postings of the term in the document's current chunks, packed (`lexical_blocks`, parts of
+//! at most ~1 KB, stored in key order on both backends), instead of one row per (term,
+//! chunk). A query reads about one row per document per term and scores in Rust; see `server/src/store/lexical.rs` for the encoding and ARCHITECTURE.md ("Search")
 //! for the measurements that chose it.
 //!
 //! The blocks start empty: the migration clears `lexical_documents` and `lexical_terms`, and

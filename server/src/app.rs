@@ -55,7 +55,8 @@ pub async fn open_store(cfg: &Config) -> Result<Store, StoreError> {
     )
     .await?;
     store.migrate().await?;
-    // Chunks stored before the lexical postings existed (migration 4) are indexed once. A
+    // Chunks with no lexical entry (stored before migration 4, or before migration 8 packed
+    // postings into blocks and emptied the lexical tables) are indexed once. A
     // failure (another process backfilling the same rows at the same moment) is not fatal:
     // the next start finishes the work.
     match store.backfill_lexical().await {

@@ -1,9 +1,11 @@
 //! The lexical channel: BM25 over Cairn's own postings, the same SQL on both backends.
 //!
 //! Tables (migrations 4 and 8):
-//! - `lexical_blocks`: per (term, document), every posting of the term in the document's
-//!   current chunks, packed ([`POSTING_BYTES`] each: the chunk's id, its analyzed length, the
-//!   term's count in the body and in the heading, little-endian), and how many there are;
+//! - `lexical_blocks`: per (term, document, part), the postings of the term in the document's
+//!   current chunks, packed (see [`encode_part`]: four LEB128 varints per posting, about 5
+//!   bytes), parts of at most [`PART_BYTES`], and how many postings each part holds. Both
+//!   backends keep the rows in key order (PostgreSQL: in the primary key's index, which
+//!   includes the postings; SQLite: `WITHOUT ROWID`), so a term's rows are neighbours;
 //! - `lexical_documents`: per document, its chunk count and total length;
 //! - `lexical_terms`: per term and readability scope (a corpus; the owner of private documents,
 //!   0 for team-visible ones), how many chunks hold the term. A searcher's document frequency
@@ -35,10 +37,13 @@ use crate::auth::Principal;
 use crate::domain::lexical::{Analyzer, Bm25, Posting};
 use crate::domain::Visibility;
 
-/// Bytes per posting in a block: the chunk's id (i64), its analyzed length, the term's count
-/// in its body and in its heading (u32 each), little-endian.
-const POSTING_BYTES: usize = 20;
-/// Block rows per INSERT (4 values each: well under both backends' parameter limits) ...
+/// The most posting bytes in one `lexical_blocks` row: small enough to stay inside a b-tree
+/// page on SQLite (no overflow pages below about 1,000 bytes of row at 4 KiB pages) and
+/// inside an index entry on PostgreSQL (at most 2,704 bytes).
+const PART_BYTES: usize = 900;
+/// The longest posting: a 64-bit varint and three 32-bit ones.
+const MAX_POSTING_BYTES: usize = 10 + 3 * 5;
+/// Block rows per INSERT (5 values each: well under both backends' parameter limits) ...
 const BLOCKS_PER_INSERT: usize = 1_000;
 /// ... and at most about this many posting bytes per INSERT (a large document's blocks).
 const BLOCK_BYTES_PER_INSERT: usize = 4 << 20;
@@ -104,9 +109,11 @@ async fn term_counts(
     document_id: i64,
 ) -> StoreResult<Vec<(String, i64)>> {
     let mut q = Sql::new(tx.get_database_backend());
-    q.push("SELECT term, CAST(chunks AS BIGINT) AS n FROM lexical_blocks WHERE document_id = ")
-        .bind(document_id);
-    q.push(" ORDER BY term");
+    q.push(
+        "SELECT term, CAST(SUM(chunks) AS BIGINT) AS n FROM lexical_blocks WHERE document_id = ",
+    )
+    .bind(document_id);
+    q.push(" GROUP BY term ORDER BY term");
     tx.query_all_raw(q.build())
         .await?
         .iter()
@@ -168,8 +175,8 @@ pub(crate) async fn index_document(
     q.push(" ORDER BY chunk_index");
     let chunk_rows = tx.query_all_raw(q.build()).await?;
     // Per term (in order, so concurrent writers lock `lexical_terms` rows in the same order):
-    // its block and how many chunks it holds.
-    let mut blocks: std::collections::BTreeMap<&str, (Vec<u8>, i64)> =
+    // its postings as (chunk id, length, body, heading).
+    let mut by_term: std::collections::BTreeMap<&str, Vec<(i64, u32, u32, u32)>> =
         std::collections::BTreeMap::new();
     let mut total = 0i64;
     for r in &chunk_rows {
@@ -182,43 +189,47 @@ pub(crate) async fn index_document(
         };
         total += i64::from(t.len);
         for p in &t.postings {
-            let (block, n) = blocks.entry(p.term.as_str()).or_default();
-            encode_posting(block, chunk_id, t.len, p);
-            *n += 1;
+            by_term
+                .entry(p.term.as_str())
+                .or_default()
+                .push((chunk_id, t.len, p.body, p.heading));
         }
     }
-    let blocks: Vec<(String, Vec<u8>, i64)> = blocks
-        .into_iter()
-        .map(|(t, (b, n))| (t.to_owned(), b, n))
-        .collect();
+    let mut counts: Vec<(String, i64)> = Vec::with_capacity(by_term.len());
+    // (term, part, postings in the part, bytes)
+    let mut rows: Vec<(&str, i64, i64, Vec<u8>)> = Vec::new();
+    for (term, mut postings) in by_term {
+        postings.sort_unstable();
+        counts.push((term.to_owned(), postings.len() as i64));
+        for (part, (n, bytes)) in encode_parts(&postings).into_iter().enumerate() {
+            rows.push((term, part as i64, n, bytes));
+        }
+    }
     let mut start = 0;
-    while start < blocks.len() {
+    while start < rows.len() {
         let mut end = start;
         let mut bytes = 0usize;
-        while end < blocks.len()
-            && end - start < BLOCKS_PER_INSERT
-            && bytes < BLOCK_BYTES_PER_INSERT
+        while end < rows.len() && end - start < BLOCKS_PER_INSERT && bytes < BLOCK_BYTES_PER_INSERT
         {
-            bytes += blocks[end].1.len();
+            bytes += rows[end].3.len();
             end += 1;
         }
         let mut q = Sql::new(backend);
-        q.push("INSERT INTO lexical_blocks (term, document_id, chunks, postings) VALUES ");
-        for (i, (term, block, n)) in blocks[start..end].iter().enumerate() {
+        q.push("INSERT INTO lexical_blocks (term, document_id, part, chunks, postings) VALUES ");
+        for (i, (term, part, n, block)) in rows[start..end].iter().enumerate() {
             if i > 0 {
                 q.push(", ");
             }
-            q.push("(").bind(term.clone()).push(", ").bind(document_id);
-            q.push(", ")
-                .bind(*n)
+            q.push("(")
+                .bind((*term).to_owned())
                 .push(", ")
-                .bind(block.clone())
-                .push(")");
+                .bind(document_id);
+            q.push(", ").bind(*part).push(", ").bind(*n);
+            q.push(", ").bind(block.clone()).push(")");
         }
         tx.execute_raw(q.build()).await?;
         start = end;
     }
-    let counts: Vec<(String, i64)> = blocks.into_iter().map(|(t, _, n)| (t, n)).collect();
     if let Some(scope) = scope_of(tx, document_id).await? {
         add_df(tx, scope, &counts, 1).await?;
     }
@@ -238,32 +249,79 @@ pub(crate) async fn index_document(
     Ok(())
 }
 
-/// Appends one posting to a block.
-fn encode_posting(block: &mut Vec<u8>, chunk_id: i64, len: u32, p: &Posting) {
-    block.extend_from_slice(&chunk_id.to_le_bytes());
-    block.extend_from_slice(&len.to_le_bytes());
-    block.extend_from_slice(&p.body.to_le_bytes());
-    block.extend_from_slice(&p.heading.to_le_bytes());
+/// Appends `v` as an unsigned LEB128 varint.
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
 }
 
-/// A block's postings: (chunk id, analyzed length, count in the body, count in the heading).
-fn decode_block(block: &[u8]) -> StoreResult<impl Iterator<Item = (i64, u32, u32, u32)> + '_> {
-    if !block.len().is_multiple_of(POSTING_BYTES) {
-        return Err(StoreError::Corrupt(format!(
-            "a lexical block of {} bytes (not a multiple of {POSTING_BYTES})",
-            block.len()
-        )));
+/// Reads an unsigned LEB128 varint at `*at`, advancing it; `None` when the bytes end inside
+/// one or it overflows 64 bits.
+fn get_varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    let mut shift = 0u32;
+    loop {
+        let b = *bytes.get(*at)?;
+        *at += 1;
+        if shift > 63 {
+            return None;
+        }
+        v |= u64::from(b & 0x7f) << shift;
+        if b < 0x80 {
+            return Some(v);
+        }
+        shift += 7;
     }
-    Ok(block.chunks_exact(POSTING_BYTES).map(|p| {
-        let mut id = [0u8; 8];
-        id.copy_from_slice(&p[..8]);
-        let u32_at = |i: usize| {
-            let mut v = [0u8; 4];
-            v.copy_from_slice(&p[i..i + 4]);
-            u32::from_le_bytes(v)
-        };
-        (i64::from_le_bytes(id), u32_at(8), u32_at(12), u32_at(16))
-    }))
+}
+
+/// A term's postings in one document, (chunk id, analyzed length, count in the body, count
+/// in the heading) in ascending chunk id order, as parts of at most [`PART_BYTES`] (one
+/// posting at least), each with how many postings it holds. A posting is four varints: the
+/// chunk id's distance from the part's previous one (from 0 for its first), the length, the
+/// two counts.
+fn encode_parts(postings: &[(i64, u32, u32, u32)]) -> Vec<(i64, Vec<u8>)> {
+    let mut parts: Vec<(i64, Vec<u8>)> = Vec::new();
+    let mut part: Vec<u8> = Vec::new();
+    let (mut n, mut prev) = (0i64, 0i64);
+    let mut one = Vec::with_capacity(32);
+    for &(id, len, body, heading) in postings {
+        if n > 0 && part.len() + MAX_POSTING_BYTES > PART_BYTES {
+            parts.push((n, std::mem::take(&mut part)));
+            (n, prev) = (0, 0);
+        }
+        one.clear();
+        // Ascending ids (sorted, distinct, positive): the distance is never negative.
+        put_varint(&mut one, id.abs_diff(prev));
+        put_varint(&mut one, u64::from(len));
+        put_varint(&mut one, u64::from(body));
+        put_varint(&mut one, u64::from(heading));
+        part.extend_from_slice(&one);
+        (n, prev) = (n + 1, id);
+    }
+    if n > 0 {
+        parts.push((n, part));
+    }
+    parts
+}
+
+/// Calls `f` with each posting of an encoded part: (chunk id, analyzed length, count in the
+/// body, count in the heading).
+fn decode_part(bytes: &[u8], mut f: impl FnMut(i64, u32, u32, u32)) -> StoreResult<()> {
+    let corrupt = || StoreError::Corrupt(format!("a lexical block of {} bytes", bytes.len()));
+    let (mut at, mut id) = (0usize, 0i64);
+    while at < bytes.len() {
+        let mut next = || get_varint(bytes, &mut at).ok_or_else(corrupt);
+        let delta = i64::try_from(next()?).map_err(|_| corrupt())?;
+        id = id.checked_add(delta).ok_or_else(corrupt)?;
+        let len = u32::try_from(next()?).map_err(|_| corrupt())?;
+        let body = u32::try_from(next()?).map_err(|_| corrupt())?;
+        let heading = u32::try_from(next()?).map_err(|_| corrupt())?;
+        f(id, len, body, heading);
+    }
+    Ok(())
 }
 
 /// Removes a document's lexical rows (before its chunks are deleted or replaced): its share
@@ -360,10 +418,11 @@ impl Store {
         for (term, df) in dfs {
             idf.insert(term, Bm25::idf(n as f64, df as f64));
         }
-        // 2. The blocks of those terms in the documents `p` may read. The term's blocks are
-        //    taken first (its index), then kept when their document is readable (a hash of
-        //    the readable documents): the planner, left to itself, probed every readable
-        //    document per term instead, 5x slower at 1,000 documents on PostgreSQL.
+        // 2. The blocks of those terms in the documents `p` may read. The terms' rows are
+        //    read first, in key order (on PostgreSQL from the primary key's index alone),
+        //    then kept when their document is readable (a hash of the readable documents):
+        //    the planner, left to itself, probed every readable document per term instead,
+        //    5x slower at 1,000 documents on PostgreSQL.
         let mut q = Sql::new(self.backend());
         push_readable_documents(&mut q, p, corpora);
         q.push(", bl AS MATERIALIZED (SELECT b.term AS term, b.document_id AS document_id, b.postings AS postings FROM lexical_blocks b WHERE b.term IN ")
@@ -446,24 +505,57 @@ fn score_blocks(
     depth: usize,
 ) -> StoreResult<Vec<ChannelHit>> {
     blocks.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    let postings: usize = blocks.iter().map(|(_, b)| b.len() / POSTING_BYTES).sum();
-    let mut sums: HashMap<i64, f64> = HashMap::with_capacity(postings);
+    // Every posting's term score, in term order.
+    let mut scored: Vec<(i64, f64)> = Vec::new();
+    let (mut lo, mut hi) = (i64::MAX, i64::MIN);
     for (term, block) in &blocks {
         let Some(&w) = idf.get(term) else {
             continue;
         };
-        for (chunk_id, len, body, heading) in decode_block(block)? {
+        decode_part(block, |chunk_id, len, body, heading| {
             let tf = f64::from(body) + bm25.heading_weight * f64::from(heading);
-            *sums.entry(chunk_id).or_insert(0.0) += bm25.term_score(w, tf, f64::from(len), avg_len);
-        }
+            scored.push((chunk_id, bm25.term_score(w, tf, f64::from(len), avg_len)));
+            (lo, hi) = (lo.min(chunk_id), hi.max(chunk_id));
+        })?;
     }
-    let mut hits: Vec<ChannelHit> = sums
-        .into_iter()
-        .map(|(chunk_id, s)| ChannelHit {
+    drop(blocks);
+    if scored.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut hits: Vec<ChannelHit> = Vec::new();
+    let span = usize::try_from(hi.wrapping_sub(lo)).unwrap_or(usize::MAX);
+    if span < 8 * scored.len() + (1 << 16) {
+        // Ids close together (the usual case): a dense array of sums. Slots start at -0.0,
+        // which no sum of term scores (all >= 0) leaves negative: a slot whose sign bit is
+        // clear was touched, and -0.0 + x == x, so the bits equal the sparse sum's.
+        let mut sums = vec![-0.0f64; span + 1];
+        for &(chunk_id, v) in &scored {
+            if let Some(slot) = usize::try_from(chunk_id - lo)
+                .ok()
+                .and_then(|i| sums.get_mut(i))
+            {
+                *slot += v;
+            }
+        }
+        hits.extend(
+            sums.iter()
+                .enumerate()
+                .filter(|(_, s)| !s.is_sign_negative())
+                .map(|(i, s)| ChannelHit {
+                    chunk_id: lo + i as i64,
+                    score: *s as f32,
+                }),
+        );
+    } else {
+        let mut sums: HashMap<i64, f64> = HashMap::with_capacity(scored.len());
+        for &(chunk_id, v) in &scored {
+            *sums.entry(chunk_id).or_insert(0.0) += v;
+        }
+        hits.extend(sums.into_iter().map(|(chunk_id, s)| ChannelHit {
             chunk_id,
             score: s as f32,
-        })
-        .collect();
+        }));
+    }
     let order = |a: &ChannelHit, b: &ChannelHit| {
         b.score
             .total_cmp(&a.score)
@@ -481,24 +573,40 @@ fn score_blocks(
 mod tests {
     use super::*;
 
-    fn posting(term: &str, body: u32, heading: u32) -> Posting {
-        Posting {
-            term: term.to_owned(),
-            body,
-            heading,
-        }
+    fn decode(bytes: &[u8]) -> StoreResult<Vec<(i64, u32, u32, u32)>> {
+        let mut got = Vec::new();
+        decode_part(bytes, |a, b, c, d| got.push((a, b, c, d)))?;
+        Ok(got)
     }
 
     #[test]
-    fn a_block_decodes_to_what_was_encoded() {
-        let mut block = Vec::new();
-        encode_posting(&mut block, 7, 120, &posting("x", 3, 0));
-        encode_posting(&mut block, i64::MAX - 1, u32::MAX, &posting("x", 0, 2));
-        assert_eq!(block.len(), 2 * POSTING_BYTES);
-        let got: Vec<_> = decode_block(&block).unwrap().collect();
-        assert_eq!(got, vec![(7, 120, 3, 0), (i64::MAX - 1, u32::MAX, 0, 2)]);
+    fn parts_decode_to_what_was_encoded() {
+        let postings: Vec<(i64, u32, u32, u32)> = (0..1_000i64)
+            .map(|i| (1 + i * i, (i * 7) as u32, (i % 5) as u32, (i % 3) as u32))
+            .chain([(i64::MAX - 1, u32::MAX, u32::MAX, 0), (i64::MAX, 0, 1, 1)])
+            .collect();
+        let parts = encode_parts(&postings);
+        assert!(parts.len() > 1, "a thousand postings take several parts");
+        let mut got = Vec::new();
+        for (n, bytes) in &parts {
+            assert!(bytes.len() <= PART_BYTES, "{}", bytes.len());
+            let one = decode(bytes).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(one.len() as i64, *n);
+            got.extend(one);
+        }
+        assert_eq!(got, postings);
+        // Small ids and counts take a byte each: about 5 bytes a posting.
+        let small = encode_parts(&[(3, 120, 1, 0), (4, 90, 2, 1)]);
+        assert_eq!(small, vec![(2, vec![3, 120, 1, 0, 1, 90, 2, 1])]);
+        // Truncated inside a varint, or a value past u32: corrupt, not a wrong posting.
+        let (_, bytes) = &parts[0];
         assert!(matches!(
-            decode_block(&block[..POSTING_BYTES + 3]),
+            decode(&bytes[..bytes.len() - 1]),
+            Err(StoreError::Corrupt(_))
+        ));
+        assert!(matches!(decode(&[1, 0x80]), Err(StoreError::Corrupt(_))));
+        assert!(matches!(
+            decode(&[1, 0xff, 0xff, 0xff, 0xff, 0x7f, 0, 0]),
             Err(StoreError::Corrupt(_))
         ));
     }
@@ -507,11 +615,9 @@ mod tests {
     fn scores_do_not_depend_on_block_order_and_depth_cuts_the_full_ranking() {
         // Three documents' blocks of two terms; chunk 5 holds both terms.
         let block = |rows: &[(i64, u32, u32, u32)]| {
-            let mut b = Vec::new();
-            for &(id, len, body, heading) in rows {
-                encode_posting(&mut b, id, len, &posting("t", body, heading));
-            }
-            b
+            let parts = encode_parts(rows);
+            assert_eq!(parts.len(), 1);
+            parts[0].1.clone()
         };
         let blocks = vec![
             ("alpha".to_owned(), block(&[(1, 10, 1, 0), (5, 30, 2, 1)])),
@@ -522,14 +628,19 @@ mod tests {
             .into_iter()
             .collect();
         let bm25 = Bm25::default();
-        let full = score_blocks(blocks.clone(), &idf, bm25, 15.0, 100).unwrap();
+        let full =
+            score_blocks(blocks.clone(), &idf, bm25, 15.0, 100).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(full.len(), 4);
         let mut reversed = blocks.clone();
         reversed.reverse();
-        assert_eq!(score_blocks(reversed, &idf, bm25, 15.0, 100).unwrap(), full);
+        assert_eq!(
+            score_blocks(reversed, &idf, bm25, 15.0, 100).unwrap_or_else(|e| panic!("{e}")),
+            full
+        );
         for depth in 1..4 {
             assert_eq!(
-                score_blocks(blocks.clone(), &idf, bm25, 15.0, depth).unwrap(),
+                score_blocks(blocks.clone(), &idf, bm25, 15.0, depth)
+                    .unwrap_or_else(|e| panic!("{e}")),
                 full[..depth]
             );
         }
@@ -537,8 +648,27 @@ mod tests {
         let tf_alpha = 2.0 + bm25.heading_weight;
         let want =
             bm25.term_score(0.7, tf_alpha, 30.0, 15.0) + bm25.term_score(1.9, 1.0, 30.0, 15.0);
-        let five = full.iter().find(|h| h.chunk_id == 5).unwrap();
+        let five = full
+            .iter()
+            .find(|h| h.chunk_id == 5)
+            .unwrap_or_else(|| panic!("chunk 5 is ranked"));
         assert_eq!(five.score, want as f32);
         assert!(full.windows(2).all(|w| w[0].score >= w[1].score));
+        // Ids far apart take the sparse sum: the same scores, bit for bit.
+        let far = |id: i64| if id == 12 { 5_000_000_000 } else { id };
+        let spread: Vec<(String, Vec<u8>)> = vec![
+            ("alpha".to_owned(), block(&[(1, 10, 1, 0), (5, 30, 2, 1)])),
+            ("beta".to_owned(), block(&[(5, 30, 1, 0), (9, 8, 1, 0)])),
+            ("alpha".to_owned(), block(&[(far(12), 12, 1, 0)])),
+        ];
+        let sparse = score_blocks(spread, &idf, bm25, 15.0, 100).unwrap_or_else(|e| panic!("{e}"));
+        let mapped: Vec<ChannelHit> = full
+            .iter()
+            .map(|h| ChannelHit {
+                chunk_id: far(h.chunk_id),
+                score: h.score,
+            })
+            .collect();
+        assert_eq!(sparse, mapped);
     }
 }

@@ -72,11 +72,14 @@ pub(crate) async fn postgres_section(b: &Bench, rep: &mut Report) -> Section {
         t.elapsed().as_secs_f64()
     ));
     let t = Instant::now();
-    conn.execute_unprepared("ANALYZE")
+    // Autovacuum (PostgreSQL >= 13) vacuums a table after inserts as well as analyzing it:
+    // the visibility map it sets lets the lexical channel read its blocks from the index
+    // alone. Run here so the measurement does not depend on when autovacuum wakes.
+    conn.execute_unprepared("VACUUM (ANALYZE)")
         .await
-        .unwrap_or_else(|e| panic!("ANALYZE: {e}"));
+        .unwrap_or_else(|e| panic!("VACUUM (ANALYZE): {e}"));
     rep.line(format!(
-        "  ANALYZE after the load (what autovacuum would do): {:.1} s",
+        "  VACUUM (ANALYZE) after the load (what autovacuum does after inserts): {:.1} s",
         t.elapsed().as_secs_f64()
     ));
     let pool = conn.get_postgres_connection_pool();
