@@ -92,8 +92,13 @@ pub struct Config {
     )]
     pub embed_precision: EmbedPrecision,
 
-    /// Job workers in this process.
-    #[arg(long, env = "CAIRN_WORKERS", default_value_t = 2, global = true)]
+    /// Job workers in this process. Four by default, whatever the cores: an ingest job spends
+    /// most of its time waiting on the embedder, and the embedder merges the requests that
+    /// wait together into one plan, so more documents in flight keep its compute lanes busy
+    /// between one document and the next (measured on 2 cores, `cairn ingest` of 115 real
+    /// files in bf16: the lanes busy 82% of the embedding time with 2 workers, 93% with 4;
+    /// 34.9 → 30.6 s).
+    #[arg(long, env = "CAIRN_WORKERS", default_value_t = 4, global = true)]
     pub workers: usize,
 
     /// A running job's lease: another worker may take it over this long after its last sign
