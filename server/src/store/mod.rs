@@ -86,11 +86,11 @@ pub use accounts::{principal_of, role_of};
 pub use audit::NewUsage;
 pub use connection::Tuning;
 pub use corpora::CorpusCounts;
-#[cfg(any(test, feature = "testing"))]
+#[cfg(feature = "testing")]
 pub use documents::NewDocument;
 pub use models::NewTeamModel;
 pub use processing::{NewClassification, NewDocumentType, NewProcessingResult};
-#[cfg(any(test, feature = "testing"))]
+#[cfg(feature = "testing")]
 pub use search::pg_vector_channel_statement;
 #[cfg(any(test, feature = "testing"))]
 pub use vector::EMBEDDING_DIM;
