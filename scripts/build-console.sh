@@ -23,6 +23,12 @@ APP=cairn-console
 say() { echo "[build-console] $*" >&2; }
 started=$(date +%s)
 cd "$ROOT"
+# While this runs, frontend/dist.building says so: a server that is already up (scripts/run.sh
+# starts it before the console is ready) answers "being built" and its page reloads itself.
+marker=frontend/dist.building
+stage=
+echo "pid $$ since $(date -u +%FT%TZ)" > "$marker"
+trap 'rm -f "$marker"; [ -z "$stage" ] || rm -rf "$stage"' EXIT
 
 # The toolchain script reads the wasm-bindgen version from the lock file.
 if [ ! -f frontend/Cargo.lock ]; then
@@ -44,7 +50,6 @@ wasm=$TARGET_DIR/wasm32-unknown-unknown/release/$APP.wasm
 # wasm-bindgen's glue and the optimized module, in a staging directory first: a failed
 # build leaves the previous frontend/dist in place.
 stage=$(mktemp -d "${TMPDIR:-/tmp}/cairn-console.XXXXXX")
-trap 'rm -rf "$stage"' EXIT
 hash=$(sha256sum "$wasm" | cut -c1-16)
 name=$APP-$hash
 "${env[@]}" wasm-bindgen --target=web --no-typescript --out-dir="$stage/bindgen" \

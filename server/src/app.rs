@@ -324,10 +324,10 @@ pub async fn start_with(cfg: &Config, embedder: Option<Embedder>) -> Result<Runn
         cairn: cairn.clone(),
         schema,
         metrics: Metrics::new()?,
-        graphiql_installed: cfg.console_dir.join("graphiql/graphiql.min.js").is_file(),
+        console: http::ConsoleFiles::new(cfg.console_dir.clone()),
         stopping: stopping.clone(),
     };
-    let router = http::router(state, cfg.console_dir.clone(), cfg.max_upload_bytes);
+    let router = http::router(state, cfg.max_upload_bytes);
     let listener = TcpListener::bind(cfg.bind)
         .await
         .map_err(|source| StartError::Bind {

@@ -46,7 +46,8 @@ pub struct Config {
     #[arg(long, env = "CAIRN_MAX_UPLOAD_BYTES", default_value_t = 64 * 1024 * 1024, global = true)]
     pub max_upload_bytes: u64,
 
-    /// The console's Trunk build (index.html and assets).
+    /// The console (index.html and its assets, written by `scripts/build-console.sh`), looked
+    /// at on every request: it may appear after the server has started.
     #[arg(
         long,
         env = "CAIRN_CONSOLE_DIR",

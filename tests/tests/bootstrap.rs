@@ -54,3 +54,67 @@ async fn first_start_bootstraps_once(b: Backend) {
         .unwrap_or_else(|e| panic!("{e}"));
     second.stop().await.unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// `scripts/run.sh` starts the server while the console may still be building: the server
+/// must not decide at start-up that there is no console. `/` says the console is missing,
+/// then (while `<dir>.building` exists) that it is being built, with a page that reloads
+/// itself; once `index.html` is written, the console and its client routes are served, and
+/// GraphiQL's page appears with its files. The API answers throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_appears_once_built() {
+    let parent = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dist = parent.path().join("dist");
+    let console_dir = dist.clone();
+    let s = cairn_tests::TestServer::start_tuned(Backend::Sqlite, move |c| {
+        c.console_dir = console_dir;
+    })
+    .await;
+
+    let (status, body) = s.get("/").await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("not built"), "{body}");
+    assert!(!body.contains("http-equiv=\"refresh\""), "{body}");
+    let (status, _) = s.get("/graphql").await;
+    assert_eq!(status, 503, "GraphiQL's page without its files");
+    let (status, body) = s.get("/readyz").await;
+    assert_eq!((status, body.as_str()), (200, "ready"));
+
+    std::fs::write(parent.path().join("dist.building"), "pid 1").unwrap_or_else(|e| panic!("{e}"));
+    let (status, body) = s.get("/corpora/7").await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("being built"), "{body}");
+    assert!(body.contains("http-equiv=\"refresh\""), "{body}");
+    let me = s
+        .gql_ok(
+            &s.owner_token,
+            "{ me { user { name } } }",
+            serde_json::json!({}),
+        )
+        .await;
+    assert_eq!(
+        me["me"]["user"]["name"], "admin",
+        "the API answers meanwhile"
+    );
+
+    std::fs::create_dir_all(dist.join("graphiql")).unwrap_or_else(|e| panic!("{e}"));
+    let index = "<!doctype html><title>Cairn console canary-index</title>";
+    std::fs::write(dist.join("index.html"), index).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dist.join("app.js"), "console.log('canary-asset')")
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dist.join("graphiql/graphiql.min.js"), "/* graphiql */")
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_file(parent.path().join("dist.building")).unwrap_or_else(|e| panic!("{e}"));
+    for path in ["/", "/corpora/7", "/search?q=x"] {
+        let (status, body) = s.get(path).await;
+        assert_eq!((status, body.as_str()), (200, index), "{path}");
+    }
+    let (status, body) = s.get("/app.js").await;
+    assert_eq!(
+        (status, body.as_str()),
+        (200, "console.log('canary-asset')")
+    );
+    let (status, body) = s.get("/graphql").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("graphiql.min.js"), "{body}");
+    s.stop().await;
+}

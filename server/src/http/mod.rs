@@ -9,10 +9,12 @@ mod graphql;
 mod mcp;
 pub mod metrics;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{header, StatusCode};
+use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{middleware, Router};
@@ -29,29 +31,67 @@ pub struct HttpState {
     pub cairn: Cairn,
     pub schema: CairnSchema,
     pub metrics: Metrics,
-    /// Whether `<console>/graphiql/` holds GraphiQL's files (see [`graphiql`]).
-    pub graphiql_installed: bool,
+    /// Where the console's files are (see [`ConsoleFiles`]).
+    pub console: ConsoleFiles,
     /// Cancelled when the server stops (ends the MCP server's open streams).
     pub stopping: tokio_util::sync::CancellationToken,
 }
 
-pub fn router(state: HttpState, console_dir: PathBuf, max_body: u64) -> Router {
-    let index = console_dir.join("index.html");
-    let console = if index.is_file() {
-        // `scripts/build-console.sh` writes `.gz` twins of the wasm, JS and CSS; a browser that
-        // accepts gzip gets those (the wasm shrinks to about 40%).
-        Router::new().fallback_service(
-            ServeDir::new(&console_dir)
+/// The console's folder (`scripts/build-console.sh` writes it), looked at on every request
+/// rather than once at start-up: `scripts/run.sh` starts the server as soon as the server is
+/// built, while the console may still be building beside it (issue 14, goal 7), and the
+/// console appears when its folder does. A missing `index.html` costs one `stat` per request
+/// for a page nobody can use yet; a built one costs the same `stat` before ServeDir's own.
+#[derive(Clone, Debug)]
+pub struct ConsoleFiles {
+    dir: Arc<Path>,
+}
+
+impl ConsoleFiles {
+    pub fn new(dir: PathBuf) -> Self {
+        Self { dir: dir.into() }
+    }
+
+    fn index(&self) -> PathBuf {
+        self.dir.join("index.html")
+    }
+
+    fn built(&self) -> bool {
+        self.index().is_file()
+    }
+
+    /// Whether GraphiQL's files are in the console's folder (see [`graphiql`]).
+    fn graphiql_installed(&self) -> bool {
+        self.dir.join("graphiql/graphiql.min.js").is_file()
+    }
+
+    /// `scripts/build-console.sh` holds `<dir>.building` (beside the folder, which it replaces
+    /// whole when done) while it runs.
+    fn building(&self) -> bool {
+        let mut marker = self.dir.as_os_str().to_owned();
+        marker.push(".building");
+        Path::new(&marker).is_file()
+    }
+}
+
+pub fn router(state: HttpState, max_body: u64) -> Router {
+    let files = state.console.clone();
+    if !files.built() {
+        tracing::warn!(dir = %files.dir.display(), building = files.building(),
+            "console not built yet: it is served once scripts/build-console.sh has written it");
+    }
+    // `scripts/build-console.sh` writes `.gz` twins of the wasm, JS and CSS; a browser that
+    // accepts gzip gets those (the wasm shrinks to about 40%).
+    let console = Router::new()
+        .fallback_service(
+            ServeDir::new(&*files.dir)
                 .precompressed_gzip()
-                .fallback(ServeFile::new(index)),
+                .fallback(ServeFile::new(files.index())),
         )
-    } else {
-        tracing::warn!(dir = %console_dir.display(), "console not built: run scripts/build-console.sh");
-        Router::new().fallback(get(console_missing))
-    };
+        .layer(middleware::from_fn_with_state(files.clone(), console_built));
     let metrics_state = state.metrics.clone();
     // GraphiQL's own files, whether or not the console is built.
-    let graphiql_files = ServeDir::new(console_dir.join("graphiql")).precompressed_gzip();
+    let graphiql_files = ServeDir::new(files.dir.join("graphiql")).precompressed_gzip();
     let endpoint = crate::mcp::endpoint(state.cairn.clone(), state.stopping.clone());
     let mcp_state = mcp::McpState::new(state.cairn.clone(), endpoint.clone());
     let mcp_routes = Router::new()
@@ -112,7 +152,7 @@ ReactDOM.createRoot(document.getElementById('graphiql')).render(
 const GRAPHIQL_CSP: &str = "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; connect-src 'self' ws: wss:";
 
 async fn graphiql(State(s): State<HttpState>) -> Response {
-    if !s.graphiql_installed {
+    if !s.console.graphiql_installed() {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             Html("<!doctype html><title>Cairn GraphQL</title><p>GraphiQL's files are not installed. Run <code>scripts/build-console.sh</code> (it runs <code>scripts/fetch-graphiql.sh</code>), or POST queries to <code>/graphql</code>.</p>"),
@@ -148,7 +188,21 @@ async fn metrics_text(State(s): State<HttpState>) -> Response {
         .into_response()
 }
 
-async fn console_missing() -> Response {
+/// The console's files once they are built; until then a page that says so (and, while
+/// `scripts/build-console.sh` runs, reloads itself every 10 s, so the console appears in
+/// the tab that was opened on the first run).
+async fn console_built(State(files): State<ConsoleFiles>, req: Request, next: Next) -> Response {
+    if files.built() {
+        return next.run(req).await;
+    }
+    if files.building() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::RETRY_AFTER, "10")],
+            Html("<!doctype html><meta http-equiv=\"refresh\" content=\"10\"><title>Cairn</title><p>The console is being built (<code>scripts/build-console.sh</code>; a few minutes on a first run). This page reloads itself until it is ready. The API already answers at <a href=\"/graphql\">/graphql</a>.</p>"),
+        )
+            .into_response();
+    }
     (
         StatusCode::SERVICE_UNAVAILABLE,
         Html("<!doctype html><title>Cairn</title><p>The console is not built. Run <code>scripts/build-console.sh</code>, or use the API at <a href=\"/graphql\">/graphql</a>.</p>"),
