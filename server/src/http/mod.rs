@@ -10,6 +10,7 @@ mod mcp;
 pub mod metrics;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use axum::extract::{DefaultBodyLimit, Request, State};
@@ -40,16 +41,21 @@ pub struct HttpState {
 /// The console's folder (`scripts/build-console.sh` writes it), looked at on every request
 /// rather than once at start-up: `scripts/run.sh` starts the server as soon as the server is
 /// built, while the console may still be building beside it (issue 14, goal 7), and the
-/// console appears when its folder does. A missing `index.html` costs one `stat` per request
-/// for a page nobody can use yet; a built one costs the same `stat` before ServeDir's own.
+/// console appears when its folder does. Until then each console request costs one `stat`;
+/// once `index.html` has been seen it is remembered, and requests cost nothing extra (a later
+/// rebuild swaps the folder whole, see `scripts/build-console.sh`).
 #[derive(Clone, Debug)]
 pub struct ConsoleFiles {
     dir: Arc<Path>,
+    seen: Arc<AtomicBool>,
 }
 
 impl ConsoleFiles {
     pub fn new(dir: PathBuf) -> Self {
-        Self { dir: dir.into() }
+        Self {
+            dir: dir.into(),
+            seen: Arc::default(),
+        }
     }
 
     fn index(&self) -> PathBuf {
@@ -57,7 +63,14 @@ impl ConsoleFiles {
     }
 
     fn built(&self) -> bool {
-        self.index().is_file()
+        if self.seen.load(Ordering::Relaxed) {
+            return true;
+        }
+        let built = self.index().is_file();
+        if built {
+            self.seen.store(true, Ordering::Relaxed);
+        }
+        built
     }
 
     /// Whether GraphiQL's files are in the console's folder (see [`graphiql`]).
