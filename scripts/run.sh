@@ -17,19 +17,23 @@ if [ -z "${CAIRN_EMBED_MODEL:-}" ]; then
   model=$!
 fi
 # The server and the console build side by side, the server first: the console's build runs
-# under SCHED_IDLE (chrt --idle), so it takes only the cores the server's build leaves idle
-# (downloads, build scripts, the last serial crates), and the server starts as soon as it is
-# built. The console appears when its own build ends (the server looks for it on every
-# request and meanwhile answers a page that reloads itself). Measured on 2 cores with empty
-# caches: side by side at equal priority, the server listened after 1154 s; at nice 10, 888 s
-# (the console took 400 CPU-seconds from it); see README, "Benchmarks". The console's output
-# goes to a log; its failure is reported here, and stops the run only if it comes before the
-# server is ready.
+# at idle priority, so it takes only the cores the server's build leaves idle (downloads,
+# build scripts, the last serial crates), and the server starts as soon as it is built. The
+# console appears when its own build ends (the server looks for it on every request and
+# meanwhile answers a page that reloads itself). Idle priority needs two things on Linux:
+# SCHED_IDLE for its processes (chrt --idle; nice 19 where chrt is missing) and, because the
+# console's build is a session of its own (setsid, so that stopping the run stops all of it)
+# and the kernel groups each session's processes for fair sharing (autogroup), the lowest
+# weight for that group too (nice 19 in /proc/self/autogroup): without it the group took
+# half the machine whatever its processes' policy. Measured on 2 cores with empty caches:
+# README, "Benchmarks". The console's output goes to a log; its failure is reported here,
+# and stops the run only if it comes before the server is ready.
 console_log=${CARGO_TARGET_DIR}/console-build.log
-log "building the server (release) and, beside it, the console (log: $console_log) ..."
+log "building the server (release) and, beside it at idle priority, the console (log: $console_log) ..."
 idle=(nice -n 19)
 chrt --idle 0 true 2>/dev/null && idle=(chrt --idle 0)
 setsid "${idle[@]}" bash -c '
+  echo 19 2>/dev/null > /proc/self/autogroup || true
   if bash scripts/build-console.sh > "$1" 2>&1; then
     echo "[cairn] console built: reload the page" >&2
   else
@@ -38,7 +42,6 @@ setsid "${idle[@]}" bash -c '
     exit 1
   fi' console-build "$console_log" &
 console=$!
-# The console's build is its own process group (setsid): stopping the run stops all of it.
 trap 'kill -- -"$console" 2>/dev/null || true' EXIT
 cargo build --release -p cairn-server --bin cairn
 if [ -n "${model:-}" ]; then
