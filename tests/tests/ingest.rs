@@ -482,16 +482,11 @@ async fn result_is_delivered_once_and_jobs_cancel(b: Backend) {
 async fn oversized_body_is_refused_while_streaming(b: Backend) {
     let s = TestServer::start_tuned(b, |cfg| cfg.max_upload_bytes = 256 * 1024).await;
     let c = s.create_corpus(&s.owner_token, "caps").await;
-    // Over the cap with a declared length: refused before reading.
-    let (status, body) = s
-        .upload(
-            &s.owner_token,
-            &c,
-            "big.txt",
-            vec![b'a'; 2 * 1024 * 1024],
-            json!({}),
-        )
-        .await;
+    // Over the cap with a declared length: refused before reading. Sent the way curl sends a
+    // large body (`Expect: 100-continue`, the body held back until the server says go on), so
+    // the refusal is read before a single body byte is written. (Writing the body regardless
+    // races the server's close: a reset can discard the 413 before the client reads it.)
+    let (status, body) = declared_length_refusal(&s, 2 * 1024 * 1024).await;
     assert_eq!(status, 413, "{body}");
     assert_eq!(error_code(&body), Some("PAYLOAD_TOO_LARGE"));
     // Over the cap without a declared length (chunked): refused as it streams, long before
@@ -529,6 +524,54 @@ async fn oversized_body_is_refused_while_streaming(b: Backend) {
     );
     assert_eq!(s.get("/healthz").await.0, 200);
     s.stop().await;
+}
+
+/// Sends only the head of a GraphQL upload that declares `length` bytes and asks to be told
+/// whether to go on; returns the status and JSON body of what the server answers instead.
+async fn declared_length_refusal(s: &TestServer, length: usize) -> (u16, Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = s.url.trim_start_matches("http://").to_owned();
+    let mut sock = tokio::net::TcpStream::connect(&addr)
+        .await
+        .unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    let head = format!(
+        "POST /graphql HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\nContent-Type: multipart/form-data; boundary=X\r\nContent-Length: {length}\r\nExpect: 100-continue\r\n\r\n",
+        s.owner_token
+    );
+    sock.write_all(head.as_bytes())
+        .await
+        .unwrap_or_else(|e| panic!("write: {e}"));
+    // Read the whole answer: up to the end of its declared body, or the server's close.
+    let mut got = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = tokio::time::timeout(std::time::Duration::from_secs(30), sock.read(&mut buf))
+            .await
+            .unwrap_or_else(|_| panic!("no answer to the head: {}", String::from_utf8_lossy(&got)))
+            .unwrap_or_else(|e| panic!("read: {e}"));
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got).into_owned();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let want = head
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse::<usize>().ok())
+                        .flatten()
+                });
+            if n == 0 || want.is_some_and(|w| body.len() >= w) {
+                let status = head
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|c| c.parse().ok())
+                    .unwrap_or(0);
+                assert_ne!(status, 100, "the server asked for the body it should refuse");
+                return (status, serde_json::from_str(body).unwrap_or(Value::Null));
+            }
+        }
+        assert!(n > 0, "closed before an answer: {text}");
+    }
 }
 
 async fn move_visibility_and_usage(b: Backend) {
