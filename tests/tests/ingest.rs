@@ -552,21 +552,22 @@ async fn declared_length_refusal(s: &TestServer, length: usize) -> (u16, Value) 
         got.extend_from_slice(&buf[..n]);
         let text = String::from_utf8_lossy(&got).into_owned();
         if let Some((head, body)) = text.split_once("\r\n\r\n") {
-            let want = head
-                .lines()
-                .find_map(|l| {
-                    let (k, v) = l.split_once(':')?;
-                    k.eq_ignore_ascii_case("content-length")
-                        .then(|| v.trim().parse::<usize>().ok())
-                        .flatten()
-                });
+            let want = head.lines().find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.eq_ignore_ascii_case("content-length")
+                    .then(|| v.trim().parse::<usize>().ok())
+                    .flatten()
+            });
             if n == 0 || want.is_some_and(|w| body.len() >= w) {
                 let status = head
                     .split_whitespace()
                     .nth(1)
                     .and_then(|c| c.parse().ok())
                     .unwrap_or(0);
-                assert_ne!(status, 100, "the server asked for the body it should refuse");
+                assert_ne!(
+                    status, 100,
+                    "the server asked for the body it should refuse"
+                );
                 return (status, serde_json::from_str(body).unwrap_or(Value::Null));
             }
         }
