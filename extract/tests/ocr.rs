@@ -46,7 +46,7 @@ fn run(program: &str, args: &[&str]) {
 /// PDF with no text layer); the scan's path is `dir/scan-FIRST-LAST.pdf`.
 fn scan(pdf: &Path, first: u32, last: u32, dir: &Path) -> Vec<u8> {
     let out = dir.join(format!("scan-{first}-{last}.pdf"));
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/make-scan.sh");
+    let script = manifest_dir().join("../scripts/make-scan.sh");
     run(
         "bash",
         &[
@@ -309,4 +309,13 @@ fn page_limits_fail_with_a_reason() {
     for (_, r) in small.pdf_pages(&scanned, &[1]) {
         assert!(matches!(r, Err(OcrError::Failed { .. })), "{r:?}");
     }
+}
+
+/// This crate's directory: the run-time `CARGO_MANIFEST_DIR` cargo sets for `cargo test` first,
+/// the compile-time one only outside cargo (a shared target dir can hold a binary built from
+/// another checkout, whose compile-time path is stale).
+fn manifest_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")))
 }

@@ -318,7 +318,7 @@ fn the_extraction_child_reads_scans_by_ocr() {
     });
     let src = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let scan = src.path().join("scan.pdf");
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/make-scan.sh");
+    let script = manifest_dir().join("../scripts/make-scan.sh");
     let made = Command::new("bash")
         .arg(&script)
         .args([pdf.as_str(), "4", "5"])
@@ -388,4 +388,13 @@ fn the_extraction_child_reads_scans_by_ocr() {
     assert!(stderr.contains("1 new, 0 duplicate, 0 failed"), "{stderr}");
     assert!(stderr.contains("; 2 pages read by OCR"), "{stderr}");
     assert!(!stderr.contains("; 0 chunks"), "{stderr}");
+}
+
+/// This crate's directory: the run-time `CARGO_MANIFEST_DIR` cargo sets for `cargo test` first,
+/// the compile-time one only outside cargo (a shared target dir can hold a binary built from
+/// another checkout, whose compile-time path is stale).
+fn manifest_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")))
 }

@@ -168,7 +168,7 @@ fn rs_files(dir: &Path, out: &mut Vec<PathBuf>) {
 /// The crate's library files (the binary's `main.rs`, `bulk.rs` and `remote.rs` are callers
 /// of the public face, which the compiler already polices).
 fn library() -> Vec<SourceFile> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let src = manifest_dir().join("src");
     let mut paths = Vec::new();
     rs_files(&src, &mut paths);
     paths
@@ -415,7 +415,7 @@ fn forbidden_import_is_caught() {
     let base = library();
     let with = |rel: &str, extra: &str| -> Vec<String> {
         let mut files: Vec<SourceFile> = library().into_iter().filter(|f| f.rel != rel).collect();
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src").join(rel);
+        let src = manifest_dir().join("src").join(rel);
         let text = std::fs::read_to_string(&src).unwrap_or_else(|e| panic!("{rel}: {e}"));
         files.push(parse(
             rel,
@@ -505,4 +505,13 @@ fn forbidden_import_is_caught() {
             "adding `{line}` to {rel} was not caught (wanted `{expect}`): {broken:?}"
         );
     }
+}
+
+/// This crate's directory: the run-time `CARGO_MANIFEST_DIR` cargo sets for `cargo test` first,
+/// the compile-time one only outside cargo (a shared target dir can hold a binary built from
+/// another checkout, whose compile-time path is stale).
+fn manifest_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")))
 }
