@@ -43,7 +43,13 @@ setsid "${idle[@]}" bash -c '
   fi' console-build "$console_log" &
 console=$!
 trap 'kill -- -"$console" 2>/dev/null || true' EXIT
-cargo build --release -p cairn-server --bin cairn
+# PostgreSQL's driver only when the configured database is PostgreSQL (DATABASE_URL or
+# --database-url among the arguments): the default SQLite server does not compile it.
+features=(--no-default-features)
+for arg in "${DATABASE_URL:-}" "$@"; do
+  case "$arg" in postgres://* | postgresql://* | --database-url=postgres*) features=(--features postgres) ;; esac
+done
+cargo build --release -p cairn-server --bin cairn "${features[@]}"
 if [ -n "${model:-}" ]; then
   wait "$model" || { log "the embedding model could not be fetched"; exit 1; }
   CAIRN_EMBED_MODEL=$(cat "$model_path")

@@ -71,6 +71,8 @@ log "cargo fmt --check"
 cargo fmt --all --check
 log "cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
+# The server as scripts/run.sh builds it for SQLite (without the `postgres` feature).
+cargo clippy -p cairn-server --no-default-features --all-targets -- -D warnings
 
 log "cargo test (unit + end-to-end, SQLite and PostgreSQL, console in Chromium)"
 export CAIRN_REPORT_DIR=${CAIRN_REPORT_DIR:-$CARGO_TARGET_DIR/cairn-reports}

@@ -224,7 +224,7 @@ impl Bus {
                         r = listener.recv() => r,
                     };
                     match received {
-                        Ok(n) => match serde_json::from_str::<Wire>(n.payload()) {
+                        Ok(payload) => match serde_json::from_str::<Wire>(&payload) {
                             Ok(Wire::Event(ev)) => {
                                 let _ = local.send(*ev);
                             }

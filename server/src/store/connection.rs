@@ -53,6 +53,15 @@ impl Store {
                 format!("sqlite://{}?mode=rwc", data_dir.join("cairn.db").display())
             }
         };
+        if !cfg!(feature = "postgres") && !url.starts_with("sqlite:") {
+            return Err(StoreError::Db(DbErr::Custom(format!(
+                "this build of Cairn has SQLite only, and {} is not SQLite: build it with \
+                 `--features postgres` (the default features; `scripts/run.sh` adds it when \
+                 DATABASE_URL or --database-url is a postgres:// URL)",
+                url.split_once("://")
+                    .map_or("the database URL", |(scheme, _)| scheme)
+            ))));
+        }
         let mut opts = ConnectOptions::new(url.clone());
         opts.sqlx_logging(false)
             .acquire_timeout(Duration::from_secs(10))
@@ -61,22 +70,25 @@ impl Store {
                     .synchronous(SqliteSynchronous::Normal)
                     .foreign_keys(true)
                     .busy_timeout(Duration::from_secs(10))
-            })
-            .map_sqlx_postgres_opts(move |o| {
-                // Every session: the HNSW candidate list, and iterative scans so that a
-                // filtered `ORDER BY … LIMIT 300` keeps scanning until 300 readable rows pass
-                // (pgvector ≥ 0.8; the vector channel re-sorts exactly afterwards).
-                // Custom plans always: the channels' statements are prepared once per
-                // connection, and a generic plan (PostgreSQL's choice after five runs) cannot
-                // see which of a query's terms are rare, which decides the lexical plan. It
-                // also loses the vector channel's index: measured at 20,000 chunks, the
-                // generic plan scanned every row (18.5 ms against the custom plan's 6.6 ms).
-                o.options([
-                    ("hnsw.ef_search", tuning.ef_search.to_string()),
-                    ("hnsw.iterative_scan", "relaxed_order".to_owned()),
-                    ("plan_cache_mode", "force_custom_plan".to_owned()),
-                ])
             });
+        #[cfg(not(feature = "postgres"))]
+        let _ = tuning; // pgvector's knobs only
+        #[cfg(feature = "postgres")]
+        opts.map_sqlx_postgres_opts(move |o| {
+            // Every session: the HNSW candidate list, and iterative scans so that a
+            // filtered `ORDER BY … LIMIT 300` keeps scanning until 300 readable rows pass
+            // (pgvector ≥ 0.8; the vector channel re-sorts exactly afterwards).
+            // Custom plans always: the channels' statements are prepared once per
+            // connection, and a generic plan (PostgreSQL's choice after five runs) cannot
+            // see which of a query's terms are rare, which decides the lexical plan. It
+            // also loses the vector channel's index: measured at 20,000 chunks, the
+            // generic plan scanned every row (18.5 ms against the custom plan's 6.6 ms).
+            o.options([
+                ("hnsw.ef_search", tuning.ef_search.to_string()),
+                ("hnsw.iterative_scan", "relaxed_order".to_owned()),
+                ("plan_cache_mode", "force_custom_plan".to_owned()),
+            ])
+        });
         if url.starts_with("sqlite:") {
             // One writer at a time is SQLite's rule anyway; a small pool keeps readers going.
             // No ping before each checkout: an embedded database's connection cannot be
@@ -151,19 +163,56 @@ impl Store {
     }
 
     /// A dedicated connection listening on `channel` (PostgreSQL).
-    pub async fn listen(&self, channel: &str) -> StoreResult<sea_orm::sqlx::postgres::PgListener> {
-        let mut l = sea_orm::sqlx::postgres::PgListener::connect(&self.url)
-            .await
-            .map_err(|e| StoreError::Db(DbErr::Custom(format!("LISTEN connect: {e}"))))?;
-        l.listen(channel)
-            .await
-            .map_err(|e| StoreError::Db(DbErr::Custom(format!("LISTEN: {e}"))))?;
-        Ok(l)
+    pub async fn listen(&self, channel: &str) -> StoreResult<Listener> {
+        #[cfg(feature = "postgres")]
+        {
+            let mut l = sea_orm::sqlx::postgres::PgListener::connect(&self.url)
+                .await
+                .map_err(|e| StoreError::Db(DbErr::Custom(format!("LISTEN connect: {e}"))))?;
+            l.listen(channel)
+                .await
+                .map_err(|e| StoreError::Db(DbErr::Custom(format!("LISTEN: {e}"))))?;
+            Ok(Listener { inner: l })
+        }
+        #[cfg(not(feature = "postgres"))]
+        {
+            let _ = channel;
+            Err(StoreError::Db(DbErr::Custom(
+                "LISTEN: this build has no PostgreSQL driver".to_owned(),
+            )))
+        }
     }
 
     /// Cheap liveness query for `/readyz`.
     pub async fn ping(&self) -> StoreResult<()> {
         self.db.ping().await?;
         Ok(())
+    }
+}
+
+/// A connection LISTENing on one channel ([`Store::listen`]; PostgreSQL). Without the
+/// `postgres` feature none can be made: a SQLite-only build never opens a PostgreSQL store.
+pub struct Listener {
+    #[cfg(feature = "postgres")]
+    inner: sea_orm::sqlx::postgres::PgListener,
+}
+
+impl Listener {
+    /// The payload of the next notification; an error when the connection is lost.
+    pub async fn recv(&mut self) -> StoreResult<String> {
+        #[cfg(feature = "postgres")]
+        {
+            self.inner
+                .recv()
+                .await
+                .map(|n| n.payload().to_owned())
+                .map_err(|e| StoreError::Db(DbErr::Custom(format!("LISTEN: {e}"))))
+        }
+        #[cfg(not(feature = "postgres"))]
+        {
+            Err(StoreError::Db(DbErr::Custom(
+                "LISTEN: this build has no PostgreSQL driver".to_owned(),
+            )))
+        }
     }
 }

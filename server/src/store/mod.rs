@@ -123,6 +123,8 @@ pub type StoreResult<T> = Result<T, StoreError>;
 #[derive(Clone, Debug)]
 pub struct Store {
     db: DatabaseConnection,
+    /// PostgreSQL's LISTEN opens a connection of its own from it.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     url: String,
     /// SQLite's in-memory vector index (unused on PostgreSQL).
     index: std::sync::Arc<search::IndexSlot>,
