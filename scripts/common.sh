@@ -27,10 +27,7 @@ ensure_apt() {
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-# Rust, and what every build of the workspace links: the C compiler, and the system's SQLite
-# found through pkg-config (.cargo/config.toml sets LIBSQLITE3_SYS_USE_PKG_CONFIG).
 ensure_rust() {
   command -v cargo >/dev/null || { [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"; }
   command -v cargo >/dev/null || { log "cargo not found: install Rust (https://rustup.rs)"; exit 1; }
-  ensure_apt gcc pkg-config libsqlite3-dev
 }
