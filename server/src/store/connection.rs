@@ -58,8 +58,10 @@ impl Store {
                 "this build of Cairn has SQLite only, and {} is not SQLite: build it with \
                  `--features postgres` (the default features; `scripts/run.sh` adds it when \
                  DATABASE_URL or --database-url is a postgres:// URL)",
-                url.split_once("://")
-                    .map_or("the database URL", |(scheme, _)| scheme)
+                url.split_once("://").map_or_else(
+                    || "the database URL".to_owned(),
+                    |(scheme, _)| format!("{scheme}://")
+                )
             ))));
         }
         let mut opts = ConnectOptions::new(url.clone());
@@ -177,9 +179,7 @@ impl Store {
         #[cfg(not(feature = "postgres"))]
         {
             let _ = channel;
-            Err(StoreError::Db(DbErr::Custom(
-                "LISTEN: this build has no PostgreSQL driver".to_owned(),
-            )))
+            Err(no_postgres_driver())
         }
     }
 
@@ -210,9 +210,15 @@ impl Listener {
         }
         #[cfg(not(feature = "postgres"))]
         {
-            Err(StoreError::Db(DbErr::Custom(
-                "LISTEN: this build has no PostgreSQL driver".to_owned(),
-            )))
+            Err(no_postgres_driver())
         }
     }
+}
+
+/// What LISTEN answers in a build without the `postgres` feature.
+#[cfg(not(feature = "postgres"))]
+fn no_postgres_driver() -> StoreError {
+    StoreError::Db(DbErr::Custom(
+        "LISTEN: this build has no PostgreSQL driver".to_owned(),
+    ))
 }
