@@ -12,7 +12,8 @@
 # Prints each stage's end (from run.sh's and build-console.sh's log lines), the total to a
 # listening server (the goal), then the time until the console is served ("/" answers 200:
 # run.sh starts the server while the console may still be building), and the load average at
-# start, when listening, and at the end. The console's dist is rebuilt in place (frontend/dist).
+# start, when listening, and at the end. The console's dist (frontend/dist) is removed first
+# and rebuilt in place.
 set -euo pipefail
 
 # shellcheck source=scripts/common.sh
@@ -23,6 +24,9 @@ ensure_apt curl
 fresh=${CAIRN_FIRST_RUN_DIR:-/var/tmp/cairn-first-run}
 rm -rf "$fresh"
 mkdir -p "$fresh"
+# A fresh machine has no console yet: without this, an earlier build's frontend/dist answered
+# "/" with 200 from the first second and the console's time measured nothing.
+rm -rf frontend/dist
 pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; true' EXIT
 port=$((20000 + RANDOM % 20000))
