@@ -12,7 +12,10 @@ try:
             c = http.client.HTTPConnection("127.0.0.1", port, timeout=5); c.request("GET", "/readyz")
             if c.getresponse().status == 200: break
         except OSError: pass
+        if srv.poll() is not None: sys.exit(f"cairn serve exited with {srv.returncode}")
         time.sleep(0.1)
+    else:
+        sys.exit("cairn serve did not answer /readyz within 60 s")
     token = open(os.path.join(data, "initial-token")).read().strip()
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     def post(path, body, extra=None):
