@@ -783,3 +783,69 @@ fn lee_texts(n: usize) -> Vec<String> {
         Err(_) => vec![GLACIER.into(), BREAD.into(), ROCKETS.into()],
     }
 }
+
+/// PostgreSQL: the channels' statements run on a pool whose sessions plan every execution for
+/// its parameters (a generic plan loses the HNSW index and cannot see which terms are rare),
+/// while every other statement keeps PostgreSQL's default and reuses its plan; both pools
+/// carry pgvector's scan settings. Then the channels, run more than the five times after
+/// which PostgreSQL would switch to a generic plan, still answer from the index.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_channels_plan_per_execution() {
+    require_model();
+    let s = TestServer::start(Backend::Postgres).await;
+    let store = &s.cairn().store;
+    let setting = |conn: &sea_orm::DatabaseConnection, name: &'static str| {
+        let conn = conn.clone();
+        async move {
+            use sea_orm::ConnectionTrait;
+            let row = conn
+                .query_one_raw(sea_orm::Statement::from_string(
+                    sea_orm::DatabaseBackend::Postgres,
+                    format!("SELECT current_setting('{name}') AS v"),
+                ))
+                .await
+                .unwrap_or_else(|e| panic!("{name}: {e}"))
+                .unwrap_or_else(|| panic!("{name}: no row"));
+            row.try_get::<String>("", "v")
+                .unwrap_or_else(|e| panic!("{name}: {e}"))
+        }
+    };
+    let main = store.connection();
+    let channels = store.channel_connection();
+    assert_eq!(
+        setting(channels, "plan_cache_mode").await,
+        "force_custom_plan"
+    );
+    assert_eq!(setting(main, "plan_cache_mode").await, "auto");
+    for conn in [main, channels] {
+        assert_eq!(setting(conn, "hnsw.iterative_scan").await, "relaxed_order");
+        assert_eq!(setting(conn, "hnsw.ef_search").await, "100");
+    }
+    let corpus = s.create_corpus(&s.owner_token, "plans").await;
+    for (title, text) in [
+        (
+            "glaciers",
+            "Glaciers carve valleys as the ice moves slowly downhill.",
+        ),
+        (
+            "rockets",
+            "A rocket nozzle accelerates the exhaust to supersonic speed.",
+        ),
+    ] {
+        s.ingest_text(&s.owner_token, &corpus, title, text, "TEAM")
+            .await;
+    }
+    for round in 0..8 {
+        for (q, want) in [("ice valleys", "glaciers"), ("rocket exhaust", "rockets")] {
+            for mode in ["VECTOR", "LEXICAL"] {
+                let r = search(&s, &s.owner_token, q, mode, 1).await;
+                assert_eq!(
+                    r["results"][0]["documentTitle"].as_str(),
+                    Some(want),
+                    "round {round}, {mode} {q:?}: {r}"
+                );
+            }
+        }
+    }
+    s.stop().await;
+}

@@ -80,15 +80,9 @@ impl Store {
             // Every session: the HNSW candidate list, and iterative scans so that a
             // filtered `ORDER BY … LIMIT 300` keeps scanning until 300 readable rows pass
             // (pgvector ≥ 0.8; the vector channel re-sorts exactly afterwards).
-            // Custom plans always: the channels' statements are prepared once per
-            // connection, and a generic plan (PostgreSQL's choice after five runs) cannot
-            // see which of a query's terms are rare, which decides the lexical plan. It
-            // also loses the vector channel's index: measured at 20,000 chunks, the
-            // generic plan scanned every row (18.5 ms against the custom plan's 6.6 ms).
             o.options([
                 ("hnsw.ef_search", tuning.ef_search.to_string()),
                 ("hnsw.iterative_scan", "relaxed_order".to_owned()),
-                ("plan_cache_mode", "force_custom_plan".to_owned()),
             ])
         });
         if url.starts_with("sqlite:") {
@@ -105,7 +99,36 @@ impl Store {
             opts.max_connections(16)
                 .test_before_acquire_if_idle_for(Duration::from_secs(30));
         }
+        // PostgreSQL: the retrieval channels get a pool of their own whose sessions plan
+        // every execution for its parameters (`plan_cache_mode = force_custom_plan`). Their
+        // statements are prepared once per connection, and the generic plan PostgreSQL
+        // switches to after five runs cannot see which of a query's terms are rare, which
+        // decides the lexical plan; it also loses the vector channel's index (measured at
+        // 20,000 chunks: the generic plan scanned every row, 18.5 ms against the custom
+        // plan's 6.6 ms). Every other statement (authentication, hydration, the
+        // dataloaders) keeps PostgreSQL's default and reuses its plan: planning the
+        // hydration's join each time cost more than running it (pgbench, prepared, 5,000
+        // chunks: 0.35-0.44 ms a statement against 0.17-0.19 ms).
+        #[cfg(feature = "postgres")]
+        let channel_opts = (!url.starts_with("sqlite:")).then(|| {
+            let mut c = opts.clone();
+            c.map_sqlx_postgres_opts(move |o| {
+                o.options([
+                    ("hnsw.ef_search", tuning.ef_search.to_string()),
+                    ("hnsw.iterative_scan", "relaxed_order".to_owned()),
+                    ("plan_cache_mode", "force_custom_plan".to_owned()),
+                ])
+            });
+            c
+        });
         let mut db = Database::connect(opts).await?;
+        #[cfg(feature = "postgres")]
+        let mut channels = match channel_opts {
+            Some(c) => Some(Database::connect(c).await?),
+            None => None,
+        };
+        #[cfg(not(feature = "postgres"))]
+        let mut channels: Option<DatabaseConnection> = None;
         // Every statement sea-orm runs (pool and transactions) is traced, and counted for the
         // tests, which prove with it that a GraphQL query's statement count does not grow
         // with N.
@@ -113,13 +136,18 @@ impl Store {
         let statements = Arc::new(std::sync::atomic::AtomicU64::new(0));
         #[cfg(any(test, feature = "testing"))]
         let counter = statements.clone();
-        db.set_metric_callback(move |info| {
+        for conn in std::iter::once(&mut db).chain(channels.as_mut()) {
             #[cfg(any(test, feature = "testing"))]
-            counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            tracing::trace!(target: "cairn::sql", sql = %info.statement.sql, "statement");
-        });
+            let counter = counter.clone();
+            conn.set_metric_callback(move |info| {
+                #[cfg(any(test, feature = "testing"))]
+                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::trace!(target: "cairn::sql", sql = %info.statement.sql, "statement");
+            });
+        }
         Ok(Store {
             db,
+            channels,
             url,
             index: Arc::default(),
             #[cfg(any(test, feature = "testing"))]
@@ -139,6 +167,13 @@ impl Store {
 
     pub fn connection(&self) -> &DatabaseConnection {
         &self.db
+    }
+
+    /// Where the retrieval channels' statements run: on PostgreSQL a pool whose sessions
+    /// plan each execution for its parameters (see [`Store::connect_tuned`]); on SQLite the
+    /// one pool.
+    pub fn channel_connection(&self) -> &DatabaseConnection {
+        self.channels.as_ref().unwrap_or(&self.db)
     }
 
     /// Applies pending migrations.

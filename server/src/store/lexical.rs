@@ -401,7 +401,7 @@ impl Store {
         let mut idf: HashMap<String, f64> = HashMap::new();
         let (mut n, mut total) = (0i64, 0i64);
         let mut dfs: Vec<(String, i64)> = Vec::new();
-        for r in self.connection().query_all_raw(q.build()).await? {
+        for r in self.channel_connection().query_all_raw(q.build()).await? {
             let df: i64 = r.try_get_by_index(1)?;
             match r.try_get_by_index::<Option<String>>(0)? {
                 Some(term) if df > 0 => dfs.push((term, df)),
@@ -428,7 +428,7 @@ impl Store {
         q.push(", bl AS MATERIALIZED (SELECT b.term AS term, b.document_id AS document_id, b.postings AS postings FROM lexical_blocks b WHERE b.term IN ")
             .push_list(found);
         q.push(") SELECT bl.term AS term, bl.postings AS postings FROM bl WHERE bl.document_id IN (SELECT id FROM rd)");
-        let rows = self.connection().query_all_raw(q.build()).await?;
+        let rows = self.channel_connection().query_all_raw(q.build()).await?;
         let blocks = rows
             .iter()
             .map(|r| {

@@ -123,6 +123,8 @@ pub type StoreResult<T> = Result<T, StoreError>;
 #[derive(Clone, Debug)]
 pub struct Store {
     db: DatabaseConnection,
+    /// PostgreSQL: the retrieval channels' own pool (custom plans); `None` on SQLite.
+    channels: Option<DatabaseConnection>,
     /// PostgreSQL's LISTEN opens a connection of its own from it.
     #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     url: String,

@@ -118,6 +118,17 @@ pub fn pg_vector_channel_statement(p: &Principal, vector: &[f32], depth: u64) ->
     pg_vector_statement(p, None, vector, depth)
 }
 
+/// The statement of [`Store::chunk_views`] (the search results' hydration): what the benches
+/// time on each of PostgreSQL's two pools.
+pub fn chunk_views_statement(backend: DatabaseBackend, p: &Principal, ids: &[i64]) -> Statement {
+    let mut q = Sql::new(backend);
+    q.push("SELECT c.id AS chunk_id, c.document_id AS document_id, c.corpus_id AS corpus_id, c.version AS version, c.chunk_index AS chunk_index, c.content AS content, c.section AS section, c.page AS page, d.title AS title FROM chunks c JOIN documents d ON d.id = c.document_id AND c.version = d.current_version WHERE c.id IN ")
+        .push_list(ids.iter().copied());
+    q.push(" AND ");
+    Readable::new(p).push_documents(&mut q, "d");
+    q.build()
+}
+
 /// PostgreSQL's vector channel (see [`Store::vector_channel`]). The HNSW scan runs in the
 /// inner query; iterative scanning (set per connection, see `Store::connect`) keeps it going
 /// until `depth` rows pass the visibility filter. Iterative scans may return rows slightly
@@ -173,7 +184,7 @@ impl Store {
             DatabaseBackend::Postgres => {
                 let stmt = pg_vector_statement(p, corpora, query, depth as u64);
                 let rows = VectorHit::find_by_statement(stmt)
-                    .all(self.connection())
+                    .all(self.channel_connection())
                     .await?;
                 Ok(rows
                     .into_iter()
@@ -211,14 +222,11 @@ impl Store {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let mut q = Sql::new(self.backend());
-        q.push("SELECT c.id AS chunk_id, c.document_id AS document_id, c.corpus_id AS corpus_id, c.version AS version, c.chunk_index AS chunk_index, c.content AS content, c.section AS section, c.page AS page, d.title AS title FROM chunks c JOIN documents d ON d.id = c.document_id AND c.version = d.current_version WHERE c.id IN ")
-            .push_list(ids.iter().copied());
-        q.push(" AND ");
-        Readable::new(p).push_documents(&mut q, "d");
-        Ok(ChunkView::find_by_statement(q.build())
-            .all(self.connection())
-            .await?)
+        Ok(
+            ChunkView::find_by_statement(chunk_views_statement(self.backend(), p, ids))
+                .all(self.connection())
+                .await?,
+        )
     }
 
     /// Readable documents whose title contains every word of `q` (case-insensitive), exact

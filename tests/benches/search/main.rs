@@ -51,7 +51,7 @@ use bandwidth::measure_bandwidth;
 use corpus::{exact_principal, Corpus};
 use peer::{python, run_peer, write_npy};
 use postgres::postgres_section;
-use report::{loadavg, time_sync, Report};
+use report::{loadavg, time_sync, CpuTimes, Report};
 use sections::Bench;
 use sqlite::sqlite_section;
 
@@ -95,6 +95,7 @@ async fn run() {
         "machine: {cores} cores (available_parallelism); load average at start: {}",
         loadavg()
     ));
+    let cpu_at_start = CpuTimes::now();
 
     // 1. Memory bandwidth, then the exact index.
     eprintln!("[bench] measuring memory bandwidth (1 GiB buffer)");
@@ -237,7 +238,11 @@ async fn run() {
         ));
     }
     rep.line("");
-    rep.line(format!("load average at end: {}", loadavg()));
+    rep.line(format!(
+        "load average at end: {}; during the run: {}",
+        loadavg(),
+        CpuTimes::steal_since(cpu_at_start)
+    ));
     rep.line(format!(
         "total run time: {:.0} s",
         run_started.elapsed().as_secs_f64()

@@ -82,8 +82,11 @@ pub(crate) async fn postgres_section(b: &Bench, rep: &mut Report) -> Section {
         "  VACUUM (ANALYZE) after the load (what autovacuum does after inserts): {:.1} s",
         t.elapsed().as_secs_f64()
     ));
-    let pool = conn.get_postgres_connection_pool();
+    // The channels' own pool (its sessions plan each execution for its parameters, as the
+    // channels run): the raw SQL below is timed on it, and the settings read from it.
+    let pool = store.channel_connection().get_postgres_connection_pool();
     for q in [
+        "SELECT current_setting('plan_cache_mode')",
         "SELECT extversion FROM pg_extension WHERE extname = 'vector'",
         "SELECT indexdef FROM pg_indexes WHERE indexname = 'chunks_embedding_hnsw'",
         "SELECT current_setting('hnsw.ef_search') || ' / ' || current_setting('hnsw.iterative_scan')",
@@ -105,7 +108,7 @@ pub(crate) async fn postgres_section(b: &Bench, rep: &mut Report) -> Section {
     .await;
     rep.line(raw.row("raw vector-channel SQL via sqlx (k=300)"));
     rep.line(
-        "      (the SQL of store::search::pg_vector_channel, readable predicate included, sent with sqlx on the store's pool: same session settings)",
+        "      (the SQL of store::search::pg_vector_channel, readable predicate included, sent with sqlx on the channels' pool: same session settings)",
     );
     common_section(b, &s, &p, rep, &mut sec).await;
     let (recall, worst) = recall_at_10(b, store, &p, &map).await;

@@ -59,6 +59,45 @@ pub(crate) fn loadavg() -> String {
         .unwrap_or_else(|e| format!("unreadable ({e})"))
 }
 
+/// The machine's CPU time counters (`/proc/stat`'s first line), to tell how much of a run
+/// the hypervisor took for other guests (steal): on a shared host that, not the code, is
+/// what moves a run's latencies by milliseconds.
+#[derive(Clone, Copy)]
+pub(crate) struct CpuTimes {
+    steal: u64,
+    total: u64,
+}
+
+impl CpuTimes {
+    pub(crate) fn now() -> Option<CpuTimes> {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        let fields: Vec<u64> = stat
+            .lines()
+            .next()?
+            .split_whitespace()
+            .skip(1)
+            .take(8)
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .ok()?;
+        Some(CpuTimes {
+            steal: *fields.get(7)?,
+            total: fields.iter().sum(),
+        })
+    }
+
+    /// The share of CPU time stolen since `self`, as text.
+    pub(crate) fn steal_since(start: Option<CpuTimes>) -> String {
+        match (start, CpuTimes::now()) {
+            (Some(a), Some(b)) if b.total > a.total => format!(
+                "{:.1}% of CPU time stolen by the host",
+                100.0 * (b.steal - a.steal) as f64 / (b.total - a.total) as f64
+            ),
+            _ => "steal time unknown (no /proc/stat)".to_owned(),
+        }
+    }
+}
+
 pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }

@@ -10,15 +10,18 @@ use cairn::auth::Principal;
 use cairn::domain::search::SearchMode;
 use cairn::domain::{Role, Visibility};
 use cairn::service::search::SearchRequest;
-use cairn::testing::{pg_vector_channel_statement, BlobRef, StoreIngest, Target, VectorIndex};
+use cairn::testing::{
+    chunk_views_statement, pg_vector_channel_statement, BlobRef, ChunkView, StoreIngest, Target,
+    VectorIndex,
+};
 use cairn::Store;
 use cairn_tests::TestServer;
 use futures_util::StreamExt;
-use sea_orm::{ConnectionTrait, Statement};
+use sea_orm::{ConnectionTrait, FromQueryResult, Statement};
 use serde_json::{json, Value};
 
 use super::corpus::{exact_principal, Corpus};
-use super::report::{ms, time_async, Report, Stats};
+use super::report::{ms, time_async, CpuTimes, Report, Stats};
 use super::{CHUNKS_PER_DOC, CLIENTS, DEPTH, QUERIES, RECALL_QUERIES, SEARCH_GQL, WARMUP};
 
 pub(crate) struct Bench {
@@ -434,6 +437,7 @@ pub(crate) async fn overhead_interleaved(
         );
     }
     let statements = vector_statements(p, &evecs);
+    let cpu_at_start = CpuTimes::now();
     // Per stage, per query: embed; the channel; the hydration (`Store::chunk_views` of the
     // channel's top 10); the whole service call (`Cairn::search`: checks, rate limit, embed,
     // channel, fusion, hydration); a GraphQL request that resolves nothing (`{ __typename }`:
@@ -441,6 +445,7 @@ pub(crate) async fn overhead_interleaved(
     let mut t_embed = Vec::new();
     let mut t_channel = Vec::new();
     let mut t_hydrate = Vec::new();
+    let mut t_hydrate_custom = Vec::new();
     let mut t_service = Vec::new();
     let mut t_empty = Vec::new();
     let mut t_api = Vec::new();
@@ -462,7 +467,7 @@ pub(crate) async fn overhead_interleaved(
         let t = Instant::now();
         let top: Vec<i64> = if pg {
             raw_vector_sql(
-                store.connection().get_postgres_connection_pool(),
+                store.channel_connection().get_postgres_connection_pool(),
                 &statements[i],
             )
             .await;
@@ -494,6 +499,20 @@ pub(crate) async fn overhead_interleaved(
             .unwrap_or_else(|e| panic!("chunk views: {e}"));
         std::hint::black_box(views);
         let dh = ms(t.elapsed());
+        // PostgreSQL: the same statement on the channels' pool, whose sessions plan every
+        // execution (what every statement paid before the pools were split).
+        let dhc = if pg {
+            let stmt = chunk_views_statement(sea_orm::DatabaseBackend::Postgres, p, &top);
+            let t = Instant::now();
+            let views = ChunkView::find_by_statement(stmt)
+                .all(store.channel_connection())
+                .await
+                .unwrap_or_else(|e| panic!("chunk views, channels' pool: {e}"));
+            std::hint::black_box(views);
+            ms(t.elapsed())
+        } else {
+            0.0
+        };
         let t = Instant::now();
         let outcome = s
             .cairn()
@@ -531,6 +550,7 @@ pub(crate) async fn overhead_interleaved(
             t_embed.push(de);
             t_channel.push(dc);
             t_hydrate.push(dh);
+            t_hydrate_custom.push(dhc);
             t_service.push(ds);
             t_empty.push(dz);
             t_api.push(da);
@@ -547,11 +567,18 @@ pub(crate) async fn overhead_interleaved(
         "Store::vector_channel"
     };
     rep.line(format!(
-        "  API overhead, interleaved per query on the same embedded vectors ({QUERIES} rounds, after {WARMUP}), per stage:"
+        "  API overhead, interleaved per query on the same embedded vectors ({QUERIES} rounds, after {WARMUP}; {}), per stage:",
+        CpuTimes::steal_since(cpu_at_start)
     ));
     rep.line(e.row("    embed"));
     rep.line(c.row(&format!("    {channel} (query = the text's embedding)")));
     rep.line(h.row("    hydration (Store::chunk_views, top 10)"));
+    if pg {
+        rep.line(
+            Stats::of(t_hydrate_custom)
+                .row("    the same statement planned per execution (the channels' pool)"),
+        );
+    }
     rep.line(sv.row("    Cairn::search (service, in process)"));
     rep.line(z.row("    GraphQL { __typename } over HTTP"));
     rep.line(a.row("    GraphQL VECTOR over HTTP"));
