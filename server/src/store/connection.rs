@@ -119,6 +119,11 @@ impl Store {
                     ("plan_cache_mode", "force_custom_plan".to_owned()),
                 ])
             });
+            // Half the main pool: the channels' statements are CPU-bound in the server, so
+            // more of them at once only queue there instead of here, and a process holds at
+            // most 24 connections (PostgreSQL's default limit is 100, shared by every
+            // instance and the command line).
+            c.max_connections(8);
             c
         });
         let mut db = Database::connect(opts).await?;
