@@ -76,15 +76,7 @@ impl Store {
         #[cfg(not(feature = "postgres"))]
         let _ = tuning; // pgvector's knobs only
         #[cfg(feature = "postgres")]
-        opts.map_sqlx_postgres_opts(move |o| {
-            // Every session: the HNSW candidate list, and iterative scans so that a
-            // filtered `ORDER BY … LIMIT 300` keeps scanning until 300 readable rows pass
-            // (pgvector ≥ 0.8; the vector channel re-sorts exactly afterwards).
-            o.options([
-                ("hnsw.ef_search", tuning.ef_search.to_string()),
-                ("hnsw.iterative_scan", "relaxed_order".to_owned()),
-            ])
-        });
+        opts.map_sqlx_postgres_opts(pg_session(tuning, false));
         if url.starts_with("sqlite:") {
             // One writer at a time is SQLite's rule anyway; a small pool keeps readers going.
             // No ping before each checkout: an embedded database's connection cannot be
@@ -112,13 +104,7 @@ impl Store {
         #[cfg(feature = "postgres")]
         let channel_opts = (!url.starts_with("sqlite:")).then(|| {
             let mut c = opts.clone();
-            c.map_sqlx_postgres_opts(move |o| {
-                o.options([
-                    ("hnsw.ef_search", tuning.ef_search.to_string()),
-                    ("hnsw.iterative_scan", "relaxed_order".to_owned()),
-                    ("plan_cache_mode", "force_custom_plan".to_owned()),
-                ])
-            });
+            c.map_sqlx_postgres_opts(pg_session(tuning, true));
             // Half the main pool: the channels' statements are CPU-bound in the server, so
             // more of them at once only queue there instead of here, and a process holds at
             // most 24 connections (PostgreSQL's default limit is 100, shared by every
@@ -227,6 +213,30 @@ impl Store {
     pub async fn ping(&self) -> StoreResult<()> {
         self.db.ping().await?;
         Ok(())
+    }
+}
+
+/// A PostgreSQL session's settings. Every session: the HNSW candidate list, and iterative
+/// scans so that a filtered `ORDER BY … LIMIT 300` keeps scanning until 300 readable rows pass
+/// (pgvector ≥ 0.8; the vector channel re-sorts exactly afterwards). The channels' sessions
+/// also plan every execution for its parameters (see [`Store::connect_tuned`]).
+#[cfg(feature = "postgres")]
+fn pg_session(
+    tuning: Tuning,
+    custom_plans: bool,
+) -> impl Fn(sea_orm::sqlx::postgres::PgConnectOptions) -> sea_orm::sqlx::postgres::PgConnectOptions
+       + Send
+       + Sync
+       + 'static {
+    move |o| {
+        let mut settings = vec![
+            ("hnsw.ef_search", tuning.ef_search.to_string()),
+            ("hnsw.iterative_scan", "relaxed_order".to_owned()),
+        ];
+        if custom_plans {
+            settings.push(("plan_cache_mode", "force_custom_plan".to_owned()));
+        }
+        o.options(settings)
     }
 }
 
