@@ -105,10 +105,10 @@ impl Store {
         let channel_opts = (!url.starts_with("sqlite:")).then(|| {
             let mut c = opts.clone();
             c.map_sqlx_postgres_opts(pg_session(tuning, true));
-            // Half the main pool: the channels' statements are CPU-bound in the server, so
-            // more of them at once only queue there instead of here, and a process holds at
-            // most 24 connections (PostgreSQL's default limit is 100, shared by every
-            // instance and the command line).
+            // Half the main pool: the channels' statements are CPU-bound in PostgreSQL, so
+            // more of them at once only queue there instead of here, and a process's pools
+            // hold at most 24 connections (PostgreSQL's default limit is 100, shared by every
+            // instance and the command line; LISTEN takes one more of its own).
             c.max_connections(8);
             c
         });
