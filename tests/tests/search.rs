@@ -18,6 +18,7 @@ both_backends!(
     bad_search_input_is_refused,
     lexical_channel_ranks_by_bm25,
     lexical_channel_is_bm25_over_what_the_searcher_reads,
+    vector_search_reads_its_results_with_the_channel,
 );
 
 const SEARCH: &str = "query($q: String!, $m: SearchMode! = HYBRID, $k: Int! = 10, $c: [ID!]) { search(query: $q, mode: $m, topK: $k, corpusIds: $c) { mode relevance topScore meanScore notices results { chunkId documentId corpusId documentTitle version chunkIndex section page content score vectorRank lexicalRank fusedScore document { id title } } } }";
@@ -848,5 +849,129 @@ async fn postgres_channels_plan_per_execution() {
             }
         }
     }
+    s.stop().await;
+}
+
+/// A VECTOR search reads its results with its channel: on PostgreSQL the channel's statement
+/// brings the first `topK` chunks' text, so the whole search is one statement; on SQLite the
+/// in-memory channel is followed by one read (two statements: the index's change check and
+/// the read), counted on an instance without workers. The results are exactly what the bare channel and a separate read give (same
+/// chunks in the same order, same scores, text, titles, sections), at every `topK`; and a
+/// private document's text reaches its owner through it, never a colleague.
+async fn vector_search_reads_its_results_with_the_channel(backend: Backend) {
+    use cairn::domain::search::{SearchMode, CHANNEL_DEPTH};
+    use cairn::domain::Role;
+    use cairn::service::search::SearchRequest;
+
+    require_model();
+    let s = TestServer::start(backend).await;
+    let corpus = s.create_corpus(&s.owner_token, "shown").await;
+    for (title, text) in [
+        ("Glaciers", GLACIER),
+        ("Sourdough", BREAD),
+        ("Rockets", ROCKETS),
+    ] {
+        s.ingest_text(&s.owner_token, &corpus, title, text, "TEAM")
+            .await;
+    }
+    s.ingest_text(
+        &s.owner_token,
+        &corpus,
+        "Survey memo",
+        "# Survey memo\n\nThe quillwort survey along the glacier moraines stays private until spring.",
+        "PRIVATE",
+    )
+    .await;
+    // Searches are counted on a second instance without workers (theirs would add
+    // statements of their own to the count).
+    let quiet = s.second_instance_tuned(|c| c.workers = 0).await;
+    let cairn = quiet.cairn();
+    let store = &cairn.store;
+    let owner = quiet.owner_principal().await;
+    let member = cairn_tests::new_principal(store, owner.team_id, "carol", Role::Member).await;
+    let embedder = cairn
+        .models
+        .embedder
+        .clone()
+        .unwrap_or_else(|| panic!("no embedder"));
+    let search = |p: &cairn::auth::Principal, q: &str, k: usize| {
+        let p = p.clone();
+        let q = q.to_owned();
+        async move {
+            cairn
+                .search(
+                    &p,
+                    SearchRequest {
+                        query: q,
+                        corpus_ids: None,
+                        top_k: k,
+                        mode: SearchMode::Vector,
+                    },
+                )
+                .await
+                .unwrap_or_else(|e| panic!("search: {e}"))
+        }
+    };
+    // The first search on SQLite reads the index into memory.
+    search(&owner, "glacier", 1).await;
+    let mut owner_saw_canary = false;
+    for q in [
+        "quillwort survey of the moraines",
+        "how is sourdough bread leavened",
+        "rocket nozzle exhaust",
+    ] {
+        let v = embedder
+            .embed_query(q)
+            .await
+            .unwrap_or_else(|e| panic!("embed: {e}"));
+        for p in [&owner, &member] {
+            for k in [1, 3, 10] {
+                let before = store.statement_count();
+                let outcome = search(p, q, k).await;
+                let statements = store.statement_count() - before;
+                let want_statements = match backend {
+                    Backend::Postgres => 1,
+                    Backend::Sqlite => 2,
+                };
+                assert_eq!(statements, want_statements, "{q:?} top {k}: statements");
+                // The bare channel, then a separate read of its first k chunks.
+                let channel = store
+                    .vector_channel(p, None, &v, CHANNEL_DEPTH)
+                    .await
+                    .unwrap_or_else(|e| panic!("channel: {e}"));
+                let ids: Vec<i64> = channel.iter().take(k).map(|h| h.chunk_id).collect();
+                let mut views: HashMap<i64, _> = store
+                    .chunk_views(p, &ids)
+                    .await
+                    .unwrap_or_else(|e| panic!("chunk views: {e}"))
+                    .into_iter()
+                    .map(|c| (c.chunk_id, c))
+                    .collect();
+                let want: Vec<_> = channel
+                    .iter()
+                    .take(k)
+                    .map(|h| (views.remove(&h.chunk_id), h.score))
+                    .collect();
+                let got: Vec<_> = outcome
+                    .hits
+                    .iter()
+                    .map(|h| (Some(h.chunk.clone()), h.rank.score))
+                    .collect();
+                assert_eq!(got, want, "{q:?} top {k}");
+                assert_eq!(got.len(), k.min(channel.len()), "{q:?} top {k}");
+                let canary = outcome
+                    .hits
+                    .iter()
+                    .any(|h| h.chunk.content.contains("quillwort"));
+                if p.user_id == member.user_id {
+                    assert!(!canary, "a colleague read the private memo: {q:?} top {k}");
+                } else {
+                    owner_saw_canary |= canary;
+                }
+            }
+        }
+    }
+    assert!(owner_saw_canary, "the owner never found their own memo");
+    quiet.stop().await;
     s.stop().await;
 }

@@ -110,14 +110,17 @@ impl Cairn {
             notices.push(format!("{NO_MODEL}: lexical results only"));
             mode = SearchMode::Lexical;
         }
+        // VECTOR mode shows the channel's order as it is, so the channel brings its first
+        // `top_k` chunks' text along (on PostgreSQL in its own statement).
+        let shown = if mode == SearchMode::Vector { top_k } else { 0 };
         let vector = async {
             if mode == SearchMode::Lexical {
-                return Ok(Vec::new());
+                return Ok((Vec::new(), Vec::new()));
             }
             let v = self.embed_query(query).await?;
             Ok::<_, ServiceError>(
                 self.store
-                    .vector_channel(p, corpora, &v, CHANNEL_DEPTH)
+                    .vector_channel_shown(p, corpora, &v, CHANNEL_DEPTH, shown)
                     .await?,
             )
         };
@@ -132,9 +135,9 @@ impl Cairn {
                     .await?,
             )
         };
-        let (v, l) = tokio::try_join!(vector, lexical)?;
+        let ((v, views), l) = tokio::try_join!(vector, lexical)?;
         let fused = fuse(self.fusion, mode, &v, &l);
-        let hits = self.hydrate(p, fused, top_k).await?;
+        let hits = self.hydrate(p, fused, top_k, views).await?;
         let ranks: Vec<Fused> = hits.iter().map(|h| h.rank).collect();
         let (relevance, top_score, mean_score) = rules::relevance(&ranks);
         Ok(SearchOutcome {
@@ -260,21 +263,31 @@ impl Cairn {
     }
 
     /// The first `top_k` fused hits that are still readable, with their chunks, in order.
+    /// `known` are views a channel already read (in its own statement, so in the snapshot
+    /// that found them readable); the others are read here, in one statement (none when
+    /// every hit is known).
     async fn hydrate(
         &self,
         p: &Principal,
         fused: Vec<Fused>,
         top_k: usize,
+        known: Vec<ChunkView>,
     ) -> ServiceResult<Vec<SearchHit>> {
         let head: Vec<Fused> = fused.into_iter().take(top_k).collect();
-        let ids: Vec<i64> = head.iter().map(|f| f.chunk_id).collect();
-        let mut views: HashMap<i64, ChunkView> = self
-            .store
-            .chunk_views(p, &ids)
-            .await?
-            .into_iter()
-            .map(|v| (v.chunk_id, v))
+        let mut views: HashMap<i64, ChunkView> =
+            known.into_iter().map(|v| (v.chunk_id, v)).collect();
+        let missing: Vec<i64> = head
+            .iter()
+            .map(|f| f.chunk_id)
+            .filter(|id| !views.contains_key(id))
             .collect();
+        views.extend(
+            self.store
+                .chunk_views(p, &missing)
+                .await?
+                .into_iter()
+                .map(|v| (v.chunk_id, v)),
+        );
         Ok(head
             .into_iter()
             .filter_map(|rank| {

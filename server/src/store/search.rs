@@ -56,11 +56,37 @@ pub struct CorpusDocCount {
     pub documents: i64,
 }
 
-/// A hit of PostgreSQL's vector channel: a chunk and its cosine.
+/// A row of PostgreSQL's vector channel: a chunk and its cosine, and for the first `shown`
+/// rows (see [`pg_vector_statement`]) what a search result shows about it.
 #[derive(Debug, FromQueryResult)]
-struct VectorHit {
+struct VectorRow {
     id: i64,
     score: Real,
+    document_id: Option<i64>,
+    corpus_id: Option<i64>,
+    version: Option<i32>,
+    chunk_index: Option<i32>,
+    content: Option<String>,
+    section: Option<String>,
+    page: Option<i32>,
+    title: Option<String>,
+}
+
+impl VectorRow {
+    /// The chunk's view, when the statement brought it (one of the first `shown` rows).
+    fn view(&mut self) -> Option<ChunkView> {
+        Some(ChunkView {
+            chunk_id: self.id,
+            document_id: self.document_id?,
+            corpus_id: self.corpus_id?,
+            version: self.version?,
+            chunk_index: self.chunk_index?,
+            content: self.content.take()?,
+            section: self.section.take(),
+            page: self.page,
+            title: self.title.take()?,
+        })
+    }
 }
 
 /// A REAL column, which comes back as f32 from PostgreSQL and as f64 from SQLite.
@@ -110,12 +136,18 @@ struct IndexedDocument {
 }
 
 /// The statement PostgreSQL's vector channel sends for `p`, without a corpus filter: the
-/// `depth` readable chunks nearest to `vector`. The channel builds its statement with the same
-/// function (`pg_vector_statement`), so this is exactly what it runs; the benches time it
-/// directly. Binds: the vector literal, the readable predicate's team and user, `depth`.
+/// `depth` readable chunks nearest to `vector`, the first `shown` with their text. The channel
+/// builds its statement with the same function (`pg_vector_statement`), so this is exactly
+/// what it runs; the benches time it directly. Binds: the vector literal, the readable
+/// predicate's team and user.
 #[cfg(any(test, feature = "testing"))]
-pub fn pg_vector_channel_statement(p: &Principal, vector: &[f32], depth: u64) -> Statement {
-    pg_vector_statement(p, None, vector, depth)
+pub fn pg_vector_channel_statement(
+    p: &Principal,
+    vector: &[f32],
+    depth: u64,
+    shown: u64,
+) -> Statement {
+    pg_vector_statement(p, None, vector, depth, shown)
 }
 
 /// The statement of [`Store::chunk_views`] (the search results' hydration): what the benches
@@ -129,15 +161,21 @@ pub fn chunk_views_statement(backend: DatabaseBackend, p: &Principal, ids: &[i64
     q.build()
 }
 
-/// PostgreSQL's vector channel (see [`Store::vector_channel`]). The HNSW scan runs in the
-/// inner query; iterative scanning (set per connection, see `Store::connect`) keeps it going
-/// until `depth` rows pass the visibility filter. Iterative scans may return rows slightly
-/// out of order, so the outer query re-sorts on the exact distance.
+/// PostgreSQL's vector channel (see [`Store::vector_channel_shown`]). The HNSW scan runs in
+/// the inner query; iterative scanning (set per connection, see `Store::connect`) keeps it
+/// going until `depth` rows pass the visibility filter. Iterative scans may return rows
+/// slightly out of order, so the outer query re-sorts on the exact distance.
+///
+/// The first `shown` rows in that order come with their chunk and their document's title
+/// (`shown` = 0: none), so a search that shows the channel's order as it is (VECTOR mode)
+/// needs no second statement to read its results: one round trip fewer, and the text is
+/// read in the same snapshot as the visibility decided in `hits`.
 fn pg_vector_statement(
     p: &Principal,
     corpora: Option<&[i64]>,
     query: &[f32],
     depth: u64,
+    shown: u64,
 ) -> Statement {
     let mut q = Sql::new(DatabaseBackend::Postgres);
     q.push("WITH hits AS MATERIALIZED (SELECT c.id, c.embedding <=> CAST(")
@@ -147,7 +185,9 @@ fn pg_vector_statement(
     q.push(" AND ");
     Readable::new(p).push_documents(&mut q, "d");
     q.push(" ORDER BY dist LIMIT ").count(depth);
-    q.push(") SELECT id, CAST(1 - dist AS REAL) AS score FROM hits ORDER BY dist, id");
+    q.push("), shown AS MATERIALIZED (SELECT t.id, c.document_id, c.corpus_id, c.version, c.chunk_index, c.content, c.section, c.page, d.title FROM (SELECT id, dist FROM hits ORDER BY dist, id LIMIT ")
+        .count(shown);
+    q.push(") t JOIN chunks c ON c.id = t.id JOIN documents d ON d.id = c.document_id) SELECT h.id AS id, CAST(1 - h.dist AS REAL) AS score, s.document_id AS document_id, s.corpus_id AS corpus_id, s.version AS version, s.chunk_index AS chunk_index, s.content AS content, s.section AS section, s.page AS page, s.title AS title FROM hits h LEFT JOIN shown s ON s.id = h.id ORDER BY h.dist, h.id");
     q.build()
 }
 
@@ -177,40 +217,66 @@ impl Store {
         query: &[f32],
         depth: usize,
     ) -> StoreResult<Vec<ChannelHit>> {
+        Ok(self
+            .vector_channel_shown(p, corpora, query, depth, 0)
+            .await?
+            .0)
+    }
+
+    /// [`Store::vector_channel`], and the views of its first `shown` hits (any order): on
+    /// PostgreSQL in the channel's own statement, on SQLite (whose channel is the in-memory
+    /// index) with [`Store::chunk_views`] (none when `shown` = 0).
+    pub async fn vector_channel_shown(
+        &self,
+        p: &Principal,
+        corpora: Option<&[i64]>,
+        query: &[f32],
+        depth: usize,
+        shown: usize,
+    ) -> StoreResult<(Vec<ChannelHit>, Vec<ChunkView>)> {
         if depth == 0 || corpora.is_some_and(|c| c.is_empty()) {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), Vec::new()));
         }
+        let shown = shown.min(depth);
         match self.backend() {
             DatabaseBackend::Postgres => {
-                let stmt = pg_vector_statement(p, corpora, query, depth as u64);
-                let rows = VectorHit::find_by_statement(stmt)
+                let stmt = pg_vector_statement(p, corpora, query, depth as u64, shown as u64);
+                let rows = VectorRow::find_by_statement(stmt)
                     .all(self.channel_connection())
                     .await?;
-                Ok(rows
+                let mut views = Vec::with_capacity(shown);
+                let hits = rows
                     .into_iter()
-                    .map(|r| ChannelHit {
-                        chunk_id: r.id,
-                        score: r.score.0,
+                    .map(|mut r| {
+                        views.extend(r.view());
+                        ChannelHit {
+                            chunk_id: r.id,
+                            score: r.score.0,
+                        }
                     })
-                    .collect())
+                    .collect();
+                Ok((hits, views))
             }
             _ => {
                 let index = self.vector_index().await?;
-                let p = p.clone();
-                let corpora = corpora.map(<[i64]>::to_vec);
+                let p2 = p.clone();
+                let corpora2 = corpora.map(<[i64]>::to_vec);
                 let query = query.to_vec();
-                let hits = tokio::task::spawn_blocking(move || {
-                    index.search(&p, corpora.as_deref(), &query, depth)
+                let found = tokio::task::spawn_blocking(move || {
+                    index.search(&p2, corpora2.as_deref(), &query, depth)
                 })
                 .await
                 .map_err(|e| StoreError::Corrupt(format!("vector scan panicked: {e}")))?;
-                Ok(hits
+                let hits: Vec<ChannelHit> = found
                     .into_iter()
                     .map(|s| ChannelHit {
                         chunk_id: s.chunk_id,
                         score: s.score,
                     })
-                    .collect())
+                    .collect();
+                let ids: Vec<i64> = hits.iter().take(shown).map(|h| h.chunk_id).collect();
+                let views = self.chunk_views(p, &ids).await?;
+                Ok((hits, views))
             }
         }
     }
@@ -576,14 +642,14 @@ mod tests {
             name: "m".into(),
             token_id: 0,
         };
-        let s = pg_vector_channel_statement(&p, &[0.5, -1.0], 300);
+        let s = pg_vector_channel_statement(&p, &[0.5, -1.0], 300, 10);
         assert_eq!(
             s.sql,
-            "WITH hits AS MATERIALIZED (SELECT c.id, c.embedding <=> CAST($1 AS vector) AS dist FROM chunks c JOIN documents d ON d.id = c.document_id AND c.version = d.current_version WHERE c.embedding IS NOT NULL AND ((d.team_id = $2 OR d.corpus_id IN (SELECT sc.id FROM corpora sc WHERE sc.system)) AND (d.visibility = 'team' OR d.owner_id = $3)) ORDER BY dist LIMIT 300) SELECT id, CAST(1 - dist AS REAL) AS score FROM hits ORDER BY dist, id"
+            "WITH hits AS MATERIALIZED (SELECT c.id, c.embedding <=> CAST($1 AS vector) AS dist FROM chunks c JOIN documents d ON d.id = c.document_id AND c.version = d.current_version WHERE c.embedding IS NOT NULL AND ((d.team_id = $2 OR d.corpus_id IN (SELECT sc.id FROM corpora sc WHERE sc.system)) AND (d.visibility = 'team' OR d.owner_id = $3)) ORDER BY dist LIMIT 300), shown AS MATERIALIZED (SELECT t.id, c.document_id, c.corpus_id, c.version, c.chunk_index, c.content, c.section, c.page, d.title FROM (SELECT id, dist FROM hits ORDER BY dist, id LIMIT 10) t JOIN chunks c ON c.id = t.id JOIN documents d ON d.id = c.document_id) SELECT h.id AS id, CAST(1 - h.dist AS REAL) AS score, s.document_id AS document_id, s.corpus_id AS corpus_id, s.version AS version, s.chunk_index AS chunk_index, s.content AS content, s.section AS section, s.page AS page, s.title AS title FROM hits h LEFT JOIN shown s ON s.id = h.id ORDER BY h.dist, h.id"
         );
         assert_eq!(s.values.map(|v| v.0.len()), Some(3));
         // With a corpus filter, the channel's statement only gains the filter.
-        let filtered = pg_vector_statement(&p, Some(&[11, 12]), &[0.5, -1.0], 300);
+        let filtered = pg_vector_statement(&p, Some(&[11, 12]), &[0.5, -1.0], 300, 0);
         assert!(filtered
             .sql
             .contains("IS NOT NULL AND c.corpus_id IN ($2, $3) AND (("));

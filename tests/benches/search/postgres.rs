@@ -100,15 +100,15 @@ pub(crate) async fn postgres_section(b: &Bench, rep: &mut Report) -> Section {
         rep.line(format!("  {q}\n      -> {v}"));
     }
     let mut sec = Section::default();
-    let statements = vector_statements(&p, &b.qvecs);
+    let statements = vector_statements(&p, &b.qvecs, 10);
     let statements = &statements;
     let raw = time_async(QUERIES, |i| async move {
         raw_vector_sql(pool, &statements[i]).await;
     })
     .await;
-    rep.line(raw.row("raw vector-channel SQL via sqlx (k=300)"));
+    rep.line(raw.row("raw vector-channel SQL via sqlx (k=300, first 10 with text)"));
     rep.line(
-        "      (the SQL of store::search::pg_vector_channel, readable predicate included, sent with sqlx on the channels' pool: same session settings)",
+        "      (the SQL of store::search::pg_vector_channel as a VECTOR search of topK 10 sends it, readable predicate included, sent with sqlx on the channels' pool: same session settings)",
     );
     common_section(b, &s, &p, rep, &mut sec).await;
     let (recall, worst) = recall_at_10(b, store, &p, &map).await;
