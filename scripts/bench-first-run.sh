@@ -7,7 +7,7 @@
 # and this one cannot forget is not counted: apt packages already installed, the Rust
 # toolchain (rustup's), the npm cache (GraphiQL's files, the binaryen package).
 #
-#   bash scripts/bench-first-run.sh            # ~10-13 min on 2 cores (694, 729, 797, 578 s on 2026-12-07)
+#   bash scripts/bench-first-run.sh            # ~7-13 min on 2 cores (694, 729, 797, 578, 440 s on 2026-12-07)
 #
 # Prints each stage's end (from run.sh's and build-console.sh's log lines), the total to a
 # listening server (the goal), then the time until the console is served ("/" answers 200:
