@@ -6,7 +6,7 @@
 //!   (154 MB) is memory-bound, so the kernel's job is to stream rows at memory bandwidth:
 //!   each document's rows are one contiguous `Vec<f32>`, scored by an explicit SIMD kernel
 //!   (fused multiply-adds into four accumulators, [`Scores`]) that `pulp` dispatches to the
-//!   CPU's best instruction set it was built for at run time (AVX2+FMA on x86-64-v3, NEON),
+//!   CPU's best instruction set at run time (AVX-512, AVX2+FMA, NEON),
 //!   and large scans are split across threads.
 //! - **Visibility before top-k.** Every block carries the facts that decide readability
 //!   ([`DocumentAccess`]); the scan skips unreadable blocks with [`auth::can_read_document`],
@@ -356,9 +356,9 @@ impl VectorIndex {
 }
 
 /// The exact scan's kernel: the dot product of `q` with each row of `rows` (rows of
-/// `q.len()` floats) into `out`, in the vector width `pulp` dispatched to (AVX2 with FMA on
-/// x86-64-v3 CPUs), with four independent accumulators per row so the fused multiply-adds do
-/// not wait on each other's latency. It replaced a loop over `vector::dot` that the compiler
+/// `q.len()` floats) into `out`, in the vector width `pulp` dispatched to (AVX-512 where the
+/// CPU has it, else AVX2 with FMA), with four independent accumulators per row so the fused
+/// multiply-adds do not wait on each other's latency. It replaced a loop over `vector::dot` that the compiler
 /// vectorized only 128 bits wide and that ran at 7.5 GB/s where a plain sum of the same
 /// matrix streams at 17-18 GB/s (ARCHITECTURE.md, "Search"). The sums are reassociated and
 /// fused, so a score may differ from `vector::dot`'s in its last bits.
