@@ -259,11 +259,12 @@ impl Store {
             }
             _ => {
                 let index = self.vector_index().await?;
-                let p2 = p.clone();
-                let corpora2 = corpora.map(<[i64]>::to_vec);
+                // Owned copies for the blocking thread; `p` is needed again for the views.
+                let searcher = p.clone();
+                let scope = corpora.map(<[i64]>::to_vec);
                 let query = query.to_vec();
                 let found = tokio::task::spawn_blocking(move || {
-                    index.search(&p2, corpora2.as_deref(), &query, depth)
+                    index.search(&searcher, scope.as_deref(), &query, depth)
                 })
                 .await
                 .map_err(|e| StoreError::Corrupt(format!("vector scan panicked: {e}")))?;
