@@ -40,8 +40,13 @@ route=$(scripts/wasm-toolchain.sh frontend)
 say "wasm toolchain ready under $PREFIX (route: $route) after $(( $(date +%s) - started ))s"
 env=("$PREFIX/bin/wasm-env")
 
-# Fetch once, then build offline.
+# Fetch once, then build offline. Twice: for wasm32 (on the debian route that also brings
+# build-std's own dependencies), and for every platform, because the build scripts and proc
+# macros run on the host and some of their dependencies are host-only (cpufeatures, on
+# x86_64): a fetch for wasm32 alone skips them, and the offline build then failed on a fresh
+# machine whose cargo cache had never seen them.
 (cd frontend && "${env[@]}" cargo fetch --target wasm32-unknown-unknown)
+(cd frontend && "${env[@]}" cargo fetch)
 (cd frontend && CARGO_TARGET_DIR=$TARGET_DIR "${env[@]}" cargo build --release --offline \
   --target wasm32-unknown-unknown --bin "$APP")
 wasm=$TARGET_DIR/wasm32-unknown-unknown/release/$APP.wasm
