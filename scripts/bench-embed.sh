@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Embedding throughput, Cairn against its peer in the same run: cairn-embed (candle, its compute
-# lanes; f32, and bfloat16 where the CPU has AVX-512 BF16) and sentence-transformers (PyTorch
-# f32, the same MiniLM directory, as many threads as cores) embed the same texts, alternately
-# (Cairn f32, Cairn bf16, peer; again), on two sets:
+# lanes; f32, the `auto` precision (bfloat16 where the CPU has AVX-512 BF16) and the opt-in
+# 8-bit path where it has AVX2) and sentence-transformers (PyTorch f32, the same MiniLM
+# directory, as many threads as cores) embed the same texts, alternately (Cairn f32, Cairn
+# auto, Cairn int8, peer; again), on two sets:
 #   - sentences: 1,000 generated English sentences of ~40 tokens (embed/benches/throughput.rs);
 #   - chunks: real news text, gensim's lee_background.cor cut into 180-word passages (~180
 #     tokens each; the retrieval test's held-out kind of text).
 # Prints texts/s and tokens/s of each run, the Cairn/peer ratio per round, each path's share of
-# the machine's peak (measured first: f32 FMA and bf16 dot-product loops on every core; a
+# the machine's peak (measured first: f32 FMA, bf16 and int8 dot-product loops on every core; a
 # forward pass counted as 24·h² FLOP per token and layer for the dense layers plus 4·seq·h for
 # attention) and the load average at start and end. Installs what it needs (the model, the peer's Python, the corpus).
 #
@@ -55,15 +56,16 @@ for set in sentences chunks; do
   for r in $(seq 1 "$rounds"); do
     c=$(bench --texts "$file" --reps 2 --precision f32)
     b=$(bench --texts "$file" --reps 2 --precision auto)
+    i=$(bench --texts "$file" --reps 2 --precision int8 || true)
     p=$("$py" embed/bench/peer.py "$model" "$file" --reps 2 --threads "$threads" 2>/dev/null)
-    "$py" - "$r" "$c" "$b" "$p" "$peak" <<'EOF'
+    "$py" - "$r" "$c" "$b" "$p" "$peak" "$i" <<'EOF'
 import re, sys
-r, c, b, p, peak = sys.argv[1:6]
+r, c, b, p, peak, i8 = sys.argv[1:7]
 def parse(text, who):
     rate = float(re.search(who + r": median ([\d.]+)", text).group(1))
     tokens = float(re.search(r"mean ([\d.]+) tokens", text).group(1))
     return rate, rate * tokens, tokens
-f32_peak, bf16_peak = (float(x) for x in re.search(r"peak f32 ([\d.]+) GFLOP/s, bf16 ([\d.]+)", peak).groups())
+f32_peak, bf16_peak, int8_peak = (float(x) for x in re.search(r"peak f32 ([\d.]+) GFLOP/s, bf16 ([\d.]+) GFLOP/s, int8 ([\d.]+)", peak).groups())
 h, layers = 384, 6
 def share(tokens_per_s, seq, peak):
     flop = layers * (24 * h * h + 4 * seq * h)
@@ -74,6 +76,10 @@ if "bf16), load" in b:
     rows.append(("cairn bf16", parse(b, "cairn-embed"), bf16_peak))
 else:
     print(f"  round {r}: this CPU has no AVX-512 BF16; auto ran f32")
+if "int8), load" in i8:
+    rows.append(("cairn int8", parse(i8, "cairn-embed"), int8_peak))
+else:
+    print(f"  round {r}: this CPU has no AVX2; no int8 row")
 for name, (cr, ct, _), pk in rows:
     g, sh = share(ct, seq, pk)
     print(f"  round {r}: {name} {cr:7.1f} texts/s {ct:8.0f} tokens/s ({g:5.1f} GFLOP/s, {100 * sh:4.1f}% of its peak) | cairn/peer {cr / pr:.2f}")

@@ -11,7 +11,7 @@
 //! `--texts PATH` embeds PATH's lines instead (at least 64; real chunks, for instance);
 //! `--query-latency` times up to 380 queries of 5 words one at a time (after 20 untimed)
 //! instead; `--reps N` (default 3) timed runs; `--threads N`, `--compute-threads N`,
-//! `--budget N` override the defaults; `--precision f32|bf16|auto` picks the dense layers'
+//! `--budget N` override the defaults; `--precision f32|bf16|int8|auto` picks the dense layers'
 //! arithmetic (default f32);
 //! `--vectors PATH` writes the last run's vectors as JSON (compare with peer.py's);
 //! `--peak` measures the machine's peak f32 and bfloat16 GFLOP/s instead.
@@ -139,9 +139,12 @@ fn arg_value(args: &[String], name: &str) -> Option<String> {
         .and_then(|i| args.get(i + 1).cloned())
 }
 
-/// The machine's measured peak: every core running independent chains of 512-bit f32 FMAs
-/// (32 FLOP each) or of bfloat16 dot products (`vdpbf16ps`, 64 FLOP each), for the share of
-/// peak the forward pass reaches. Prints `peak f32 X GFLOP/s, bf16 Y GFLOP/s (N threads)`.
+/// The machine's measured peak: every core running independent chains of f32 FMAs (512-bit, 32
+/// FLOP each, where the CPU has AVX-512; else 256-bit, 16 FLOP), of bfloat16 dot products
+/// (`vdpbf16ps`, 64 FLOP each) or of 8-bit dot products (AVX2 `vpmaddubsw` + `vpmaddwd` +
+/// `vpaddd`, 64 integer operations per triple, the int8 kernel's inner step), for the share of
+/// peak the forward pass reaches. Prints `peak f32 X GFLOP/s, bf16 Y GFLOP/s, int8 Z GOP/s (N
+/// threads)`.
 #[allow(unsafe_code)]
 fn peak() {
     #[cfg(target_arch = "x86_64")]
@@ -159,6 +162,44 @@ fn peak() {
                 }
             }
             acc.iter().map(|x| _mm512_reduce_add_ps(*x)).sum()
+        }
+        #[target_feature(enable = "avx2,fma")]
+        pub unsafe fn fma256() -> f32 {
+            let mut acc = [_mm256_setzero_ps(); 24];
+            let (a, b) = (_mm256_set1_ps(1.0), _mm256_set1_ps(1e-9));
+            for _ in 0..ITERS {
+                for x in acc.iter_mut() {
+                    *x = _mm256_fmadd_ps(a, b, *x);
+                }
+            }
+            let mut out = [0f32; 8];
+            let sum = acc
+                .iter()
+                .fold(_mm256_setzero_ps(), |s, x| _mm256_add_ps(s, *x));
+            _mm256_storeu_ps(out.as_mut_ptr(), sum);
+            out.iter().sum()
+        }
+        /// The weights differ per accumulator (as a tile's columns do), so that no product
+        /// is shared between chains.
+        #[target_feature(enable = "avx2")]
+        pub unsafe fn dot_int8() -> f32 {
+            let mut acc = [_mm256_setzero_si256(); 12];
+            let w: [__m256i; 12] = std::array::from_fn(|i| _mm256_set1_epi8(i as i8 - 6));
+            let ones = _mm256_set1_epi16(1);
+            let mut a = _mm256_set1_epi8(3);
+            for _ in 0..ITERS * 2 {
+                // A new broadcast each step, as the kernel loads one per row and quad.
+                a = std::hint::black_box(a);
+                for (x, w) in acc.iter_mut().zip(&w) {
+                    *x = _mm256_add_epi32(*x, _mm256_madd_epi16(_mm256_maddubs_epi16(a, *w), ones));
+                }
+            }
+            let mut out = [0i32; 8];
+            let sum = acc
+                .iter()
+                .fold(_mm256_setzero_si256(), |s, x| _mm256_add_epi32(s, *x));
+            _mm256_storeu_si256(out.as_mut_ptr().cast(), sum);
+            out.iter().map(|&v| v as f32).sum()
         }
         #[target_feature(enable = "avx512f,avx512bf16")]
         pub unsafe fn dot_bf16() -> f32 {
@@ -188,6 +229,8 @@ fn peak() {
         };
         let f32_peak = if std::arch::is_x86_feature_detected!("avx512f") {
             run(k::fma, 32.0)
+        } else if std::arch::is_x86_feature_detected!("fma") {
+            run(k::fma256, 16.0)
         } else {
             0.0
         };
@@ -196,7 +239,13 @@ fn peak() {
         } else {
             0.0
         };
-        println!("peak f32 {f32_peak:.1} GFLOP/s, bf16 {bf16_peak:.1} GFLOP/s ({threads} threads; 0: no AVX-512 / AVX-512 BF16)");
+        // 12 chains × 2 (ITERS · 2 steps) per ITERS · 24 counted by `run`: 64 operations each.
+        let int8_peak = if std::arch::is_x86_feature_detected!("avx2") {
+            run(k::dot_int8, 64.0)
+        } else {
+            0.0
+        };
+        println!("peak f32 {f32_peak:.1} GFLOP/s, bf16 {bf16_peak:.1} GFLOP/s, int8 {int8_peak:.1} GOP/s ({threads} threads; 0: no FMA / AVX-512 BF16 / AVX2)");
     }
 }
 

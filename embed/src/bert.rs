@@ -17,6 +17,7 @@ use candle_nn::{embedding, layer_norm, linear, Embedding, LayerNorm, Linear, Var
 use serde::Deserialize;
 
 use crate::bf16::PackedBf16;
+use crate::int8::PackedI8;
 use crate::Precision;
 
 /// The fields of a BERT `config.json` the encoder reads (Hugging Face's `BertConfig`; unknown
@@ -55,57 +56,113 @@ pub enum HiddenAct {
     Relu,
 }
 
-/// A dense layer, `y = x · Wᵀ + b`, in f32 or in bfloat16 ([`crate::Precision`]).
+/// A dense layer, `y = x · Wᵀ + b`, in f32, bfloat16 or 8-bit integers ([`crate::Precision`]).
 enum Dense {
     F32(DenseF32),
     /// The bfloat16 kernel, with GELU fused into it when the layer is the intermediate one.
     Bf16(PackedBf16),
+    /// The 8-bit kernel, likewise.
+    Int8(PackedI8),
+}
+
+/// What the bfloat16 and 8-bit kernels share: a packed layer that multiplies rows of f32, with
+/// the residual connection (and GELU, when packed with it) applied in its store.
+trait Packed: Sync {
+    /// The candle op's name.
+    const NAME: &'static str;
+    fn in_dim(&self) -> usize;
+    fn out_dim(&self) -> usize;
+    fn forward(&self, x: &[f32], m: usize, residual: Option<&[f32]>) -> Vec<f32>;
+}
+
+impl Packed for PackedBf16 {
+    const NAME: &'static str = "cairn-dense-bf16";
+    fn in_dim(&self) -> usize {
+        PackedBf16::in_dim(self)
+    }
+    fn out_dim(&self) -> usize {
+        PackedBf16::out_dim(self)
+    }
+    fn forward(&self, x: &[f32], m: usize, residual: Option<&[f32]>) -> Vec<f32> {
+        PackedBf16::forward(self, x, m, residual)
+    }
+}
+
+impl Packed for PackedI8 {
+    const NAME: &'static str = "cairn-dense-int8";
+    fn in_dim(&self) -> usize {
+        PackedI8::in_dim(self)
+    }
+    fn out_dim(&self) -> usize {
+        PackedI8::out_dim(self)
+    }
+    fn forward(&self, x: &[f32], m: usize, residual: Option<&[f32]>) -> Vec<f32> {
+        PackedI8::forward(self, x, m, residual)
+    }
 }
 
 impl Dense {
-    /// `gelu`: the layer is followed by exact GELU, which the bfloat16 kernel applies itself
-    /// (the f32 path leaves it to [`Layer::activate`]).
+    /// `gelu`: the layer is followed by exact GELU, which the bfloat16 and 8-bit kernels apply
+    /// themselves (the f32 path leaves it to [`Layer::activate`]).
     fn new(l: &Linear, precision: Precision, gelu: bool) -> candle_core::Result<Self> {
         let bias = l
             .bias()
             .cloned()
             .ok_or_else(|| candle_core::Error::Msg("dense layer without bias".into()))?;
         let w = l.weight().contiguous()?;
-        if precision != Precision::Bf16 {
-            return Ok(Self::F32(DenseF32 { w, bias }));
-        }
         let (n, k) = w.dims2()?;
-        let packed = PackedBf16::new(
-            &w.flatten_all()?.to_vec1::<f32>()?,
-            n,
-            k,
-            &bias.to_vec1::<f32>()?,
-            gelu,
-        )
-        .ok_or_else(|| candle_core::Error::Msg("this CPU has no AVX-512 BF16".into()))?;
-        Ok(Self::Bf16(packed))
+        match precision {
+            Precision::Bf16 => PackedBf16::new(
+                &w.flatten_all()?.to_vec1::<f32>()?,
+                n,
+                k,
+                &bias.to_vec1::<f32>()?,
+                gelu,
+            )
+            .map(Self::Bf16)
+            .ok_or_else(|| candle_core::Error::Msg("this CPU has no AVX-512 BF16".into())),
+            Precision::Int8 => PackedI8::new(
+                &w.flatten_all()?.to_vec1::<f32>()?,
+                n,
+                k,
+                &bias.to_vec1::<f32>()?,
+                gelu,
+            )
+            .map(Self::Int8)
+            .ok_or_else(|| candle_core::Error::Msg("this CPU has no AVX2".into())),
+            Precision::F32 | Precision::Auto => Ok(Self::F32(DenseF32 { w, bias })),
+        }
     }
 
     /// Whether `forward` already applied GELU.
     fn fused_gelu(&self) -> bool {
-        matches!(self, Self::Bf16(p) if p.gelu())
+        match self {
+            Self::F32(_) => false,
+            Self::Bf16(p) => p.gelu(),
+            Self::Int8(p) => p.gelu(),
+        }
     }
 
     /// `(…, in)` → `(…, out)`.
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         match self {
             Self::F32(d) => d.forward(x),
-            Self::Bf16(p) => x.contiguous()?.apply_op1_no_bwd(&DenseBf16(p)),
+            Self::Bf16(p) => x.contiguous()?.apply_op1_no_bwd(&DensePacked(p)),
+            Self::Int8(p) => x.contiguous()?.apply_op1_no_bwd(&DensePacked(p)),
         }
     }
 
-    /// `forward(x) + residual`, the residual connection (fused into the bfloat16 kernel).
+    /// `forward(x) + residual`, the residual connection (fused into the packed kernels).
     fn forward_add(&self, x: &Tensor, residual: &Tensor) -> candle_core::Result<Tensor> {
+        let residual = || residual.contiguous();
         match self {
-            Self::F32(d) => d.forward(x)? + residual,
+            Self::F32(d) => d.forward(x)? + residual()?,
             Self::Bf16(p) => x
                 .contiguous()?
-                .apply_op2_no_bwd(&residual.contiguous()?, &DenseBf16Residual(p)),
+                .apply_op2_no_bwd(&residual()?, &DensePackedResidual(p)),
+            Self::Int8(p) => x
+                .contiguous()?
+                .apply_op2_no_bwd(&residual()?, &DensePackedResidual(p)),
         }
     }
 }
@@ -162,12 +219,12 @@ fn contiguous_f32<'a>(
     Ok(&data[start..end])
 }
 
-/// The bfloat16 kernel as a candle op on a contiguous f32 CPU tensor `(…, in)`.
-struct DenseBf16<'a>(&'a PackedBf16);
+/// A packed kernel as a candle op on a contiguous f32 CPU tensor `(…, in)`.
+struct DensePacked<'a, P>(&'a P);
 
-impl CustomOp1 for DenseBf16<'_> {
+impl<P: Packed> CustomOp1 for DensePacked<'_, P> {
     fn name(&self) -> &'static str {
-        "cairn-dense-bf16"
+        P::NAME
     }
 
     fn cpu_fwd(
@@ -180,7 +237,8 @@ impl CustomOp1 for DenseBf16<'_> {
         let k = dims.last().copied().unwrap_or(0);
         if k != self.0.in_dim() {
             candle_core::bail!(
-                "cairn-dense-bf16: input width {k}, layer expects {}",
+                "{}: input width {k}, layer expects {}",
+                P::NAME,
                 self.0.in_dim()
             );
         }
@@ -192,13 +250,13 @@ impl CustomOp1 for DenseBf16<'_> {
     }
 }
 
-/// `x · Wᵀ + b + residual` in bfloat16 as a candle op on two contiguous f32 CPU tensors,
-/// `x: (…, in)` and `residual: (…, out)`.
-struct DenseBf16Residual<'a>(&'a PackedBf16);
+/// `x · Wᵀ + b + residual` on a packed kernel as a candle op on two contiguous f32 CPU
+/// tensors, `x: (…, in)` and `residual: (…, out)`.
+struct DensePackedResidual<'a, P>(&'a P);
 
-impl CustomOp2 for DenseBf16Residual<'_> {
+impl<P: Packed> CustomOp2 for DensePackedResidual<'_, P> {
     fn name(&self) -> &'static str {
-        "cairn-dense-bf16-residual"
+        P::NAME
     }
 
     fn cpu_fwd(
@@ -214,7 +272,8 @@ impl CustomOp2 for DenseBf16Residual<'_> {
         let m = x.len().checked_div(k).unwrap_or(0);
         if k != self.0.in_dim() || res.len() != m * self.0.out_dim() {
             candle_core::bail!(
-                "cairn-dense-bf16-residual: shapes {:?} and {:?} for a {}→{} layer",
+                "{} (residual): shapes {:?} and {:?} for a {}→{} layer",
+                P::NAME,
                 l1.shape(),
                 l2.shape(),
                 self.0.in_dim(),

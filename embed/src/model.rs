@@ -214,6 +214,11 @@ impl Model {
                     .into(),
             ));
         }
+        if precision == Precision::Int8 && !(crate::int8::supported() && device.is_cpu()) {
+            return Err(EmbedError::ModelLoad(
+                "precision int8 needs a CPU with AVX2 (use f32, or auto to pick per CPU)".into(),
+            ));
+        }
         let bert = Bert::load(&vb, &bert_cfg, precision).map_err(|e| {
             EmbedError::load(format!("building BERT from {}", weights_path.display()), e)
         })?;

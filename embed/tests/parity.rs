@@ -342,42 +342,46 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
     dot / (norm(a) * norm(b))
 }
 
-/// The bfloat16 path (issue 14's quantized path): every vector within cosine 0.99 of the f32
-/// path's and of sentence-transformers' reference, on the reference sentences and on texts of
-/// every length up to truncation; a single query the same as in a batch. On a CPU without
-/// AVX-512 BF16, `bf16` must refuse to load with a clear error and `auto` must fall back to f32.
-#[tokio::test]
-async fn bf16_stays_within_cosine_099_of_f32() {
-    let mut cfg = EmbedConfig::new(model_dir());
-    cfg.precision = Precision::Bf16;
-    let bf16 = match Embedder::load(cfg.clone()) {
-        Ok(e) => e,
-        Err(EmbedError::ModelLoad(msg)) => {
-            assert!(msg.contains("AVX-512 BF16"), "{msg}");
-            cfg.precision = Precision::Auto;
-            assert_eq!(Embedder::load(cfg).unwrap().precision(), Precision::F32);
-            println!("this CPU has no AVX-512 BF16: bf16 refused, auto fell back to f32");
-            return;
-        }
-        Err(e) => panic!("loading bf16: {e}"),
-    };
-    assert_eq!(bf16.precision(), Precision::Bf16);
-    cfg.precision = Precision::Auto;
-    assert_eq!(
-        Embedder::load(cfg).unwrap().precision(),
-        Precision::Bf16,
-        "auto picks bf16 where the CPU has it"
-    );
-    assert_eq!(embedder().precision(), Precision::F32, "f32 is the default");
+/// Whether this CPU runs the 8-bit path (AVX2 and FMA), as the crate decides it.
+fn has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
 
+/// What `auto` must pick on this CPU, given whether it has AVX-512 BF16 (never int8, which
+/// is opt-in: see `Precision::Int8`).
+fn expected_auto(bf16: bool) -> Precision {
+    if bf16 {
+        Precision::Bf16
+    } else {
+        Precision::F32
+    }
+}
+
+/// A quantized path (issue 14): every vector within cosine 0.99 of the f32 path's and of
+/// sentence-transformers' reference, on the reference sentences and on texts of every length
+/// up to truncation; a single query the same as in a batch.
+async fn stays_within_cosine_099_of_f32(q: &Embedder) {
+    let name = q.precision().as_str();
     let fx = fixture();
-    let got = bf16.embed(fx.sentences.clone(), None).await.unwrap();
+    let got = q.embed(fx.sentences.clone(), None).await.unwrap();
+    let mut worst_ref = 1.0f32;
     for (i, (g, r)) in got.iter().zip(&fx.embeddings).enumerate() {
         let c = cosine(g, r);
-        println!("reference sentence {i}: cosine(bf16, sentence-transformers) = {c:.6}");
-        assert!(c >= 0.99, "reference sentence {i}: cosine {c}");
+        assert!(
+            c >= 0.99,
+            "reference sentence {i}: cosine({name}, reference) {c}"
+        );
         assert!((norm(g) - 1.0).abs() < 1e-5);
+        worst_ref = worst_ref.min(c);
     }
+    println!("{name} against sentence-transformers' reference: lowest cosine {worst_ref:.6}");
 
     let mut texts = fx.sentences.clone();
     texts.extend(
@@ -389,29 +393,78 @@ async fn bf16_stays_within_cosine_099_of_f32() {
             .map(|(i, &n)| format!("passage {i}: {}", words(n + i % 7))),
     );
     let exact = embedder().embed(texts.clone(), None).await.unwrap();
-    let rounded = bf16.embed(texts.clone(), None).await.unwrap();
+    let rounded = q.embed(texts.clone(), None).await.unwrap();
     let mut worst = 1.0f32;
     for (i, (a, b)) in exact.iter().zip(&rounded).enumerate() {
         let c = cosine(a, b);
-        assert!(c >= 0.99, "text {i}: cosine(bf16, f32) = {c}");
+        assert!(c >= 0.99, "text {i}: cosine({name}, f32) = {c}");
         worst = worst.min(c);
     }
     println!(
-        "bf16 against f32 over {} texts: lowest cosine {worst:.6}",
+        "{name} against f32 over {} texts: lowest cosine {worst:.6}",
         texts.len()
     );
 
     // Alone, a text is padded differently, so the f32 parts (attention) sum in a different
-    // order; a difference in the last f32 bit can move a value across a bfloat16 rounding
-    // boundary, so the two agree closely but not to f32's 1e-5.
+    // order; a difference in the last f32 bit can move a value across a rounding boundary,
+    // so the two agree closely but not to f32's 1e-5.
     for (i, t) in texts.iter().enumerate().step_by(11) {
-        let alone = bf16.embed_query(t).await.unwrap();
+        let alone = q.embed_query(t).await.unwrap();
         let c = cosine(&rounded[i], &alone);
         assert!(
             c >= 0.9999,
-            "text {i}: query alone vs in its batch: cosine {c}"
+            "text {i}: {name} query alone vs in its batch: cosine {c}"
         );
     }
+}
+
+/// The bfloat16 path. On a CPU without AVX-512 BF16, `bf16` must refuse to load with a clear
+/// error and `auto` must fall back to f32.
+#[tokio::test]
+async fn bf16_stays_within_cosine_099_of_f32() {
+    let mut cfg = EmbedConfig::new(model_dir());
+    cfg.precision = Precision::Bf16;
+    let bf16 = match Embedder::load(cfg.clone()) {
+        Ok(e) => e,
+        Err(EmbedError::ModelLoad(msg)) => {
+            assert!(msg.contains("AVX-512 BF16"), "{msg}");
+            cfg.precision = Precision::Auto;
+            let auto = Embedder::load(cfg).unwrap().precision();
+            assert_eq!(auto, expected_auto(false));
+            println!("this CPU has no AVX-512 BF16: bf16 refused, auto picked {auto}");
+            return;
+        }
+        Err(e) => panic!("loading bf16: {e}"),
+    };
+    assert_eq!(bf16.precision(), Precision::Bf16);
+    cfg.precision = Precision::Auto;
+    assert_eq!(
+        Embedder::load(cfg).unwrap().precision(),
+        expected_auto(true),
+        "auto picks bf16 where the CPU has it"
+    );
+    assert_eq!(embedder().precision(), Precision::F32, "f32 is the default");
+    stays_within_cosine_099_of_f32(&bf16).await;
+}
+
+/// The 8-bit path (opt-in), on every CPU with AVX2, the AVX-512 machines included. Without
+/// AVX2, `int8` must refuse to load with a clear error.
+#[tokio::test]
+async fn int8_stays_within_cosine_099_of_f32() {
+    let mut cfg = EmbedConfig::new(model_dir());
+    cfg.precision = Precision::Int8;
+    let int8 = match Embedder::load(cfg.clone()) {
+        Ok(e) => e,
+        Err(EmbedError::ModelLoad(msg)) => {
+            assert!(!has_avx2(), "int8 refused on a CPU with AVX2: {msg}");
+            assert!(msg.contains("AVX2"), "{msg}");
+            println!("this CPU has no AVX2: int8 refused");
+            return;
+        }
+        Err(e) => panic!("loading int8: {e}"),
+    };
+    assert_eq!(int8.precision(), Precision::Int8);
+    stays_within_cosine_099_of_f32(&int8).await;
 }
 
 #[test]
@@ -419,8 +472,11 @@ fn precision_parses_and_refuses_unknown_names() {
     assert_eq!("bf16".parse::<Precision>().unwrap(), Precision::Bf16);
     assert_eq!("F32".parse::<Precision>().unwrap(), Precision::F32);
     assert_eq!("auto".parse::<Precision>().unwrap(), Precision::Auto);
+    assert_eq!("int8".parse::<Precision>().unwrap(), Precision::Int8);
     match "int4".parse::<Precision>() {
-        Err(EmbedError::ModelLoad(msg)) => assert!(msg.contains("f32, bf16 or auto"), "{msg}"),
+        Err(EmbedError::ModelLoad(msg)) => {
+            assert!(msg.contains("f32, bf16, int8 or auto"), "{msg}")
+        }
         other => panic!("int4 parsed as {other:?}"),
     }
 }

@@ -117,6 +117,7 @@ pub async fn load_embedder(cfg: &Config) -> Option<Embedder> {
     embed_cfg.precision = match cfg.embed_precision {
         EmbedPrecision::F32 => Precision::F32,
         EmbedPrecision::Bf16 => Precision::Bf16,
+        EmbedPrecision::Int8 => Precision::Int8,
         EmbedPrecision::Auto => Precision::Auto,
     };
     let loaded = tokio::task::spawn_blocking(move || Embedder::load(embed_cfg)).await;

@@ -18,11 +18,13 @@
 //! either of Cairn's channels, when Cairn's LEXICAL is more than 0.02 MRR below the reference
 //! BM25, or when LEXICAL answers nothing for a query whose content words are in the corpus.
 //!
-//! The bfloat16 embedder ([`Precision::Bf16`], where the CPU has AVX-512 BF16) is measured on
-//! the same stored chunks: its vectors rank them by exact cosine (`VEC bf16`), fused with
-//! Cairn's LEXICAL list by the servers' own fusion (`HYB bf16`, against `HYB f32`, the same
-//! fusion of Cairn's f32 VECTOR list). The test fails when either is more than 0.005 MRR@10
-//! from its f32 counterpart, at either level.
+//! The quantized embedders (issue 14) are measured on the same stored chunks: bfloat16
+//! ([`Precision::Bf16`], where the CPU has AVX-512 BF16) and 8-bit ([`Precision::Int8`], where
+//! it has AVX2). Each one's vectors rank the chunks by exact cosine (`VEC bf16`, `VEC int8`),
+//! fused with Cairn's LEXICAL list by the servers' own fusion (`HYB bf16`, `HYB int8`, against
+//! `HYB f32`, the same fusion of Cairn's f32 VECTOR list). The test fails when bf16 is more
+//! than 0.005 MRR@10 from its f32 counterpart, at either level, or int8 (opt-in, because it
+//! misses that bar) more than 0.02.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
@@ -57,8 +59,12 @@ fn tuned(c: &mut cairn::config::Config) {
     c.rrf_lexical_weight = TUNED.lexical_weight;
 }
 const PEER: [&str; 3] = ["bm25", "vector", "rrf"];
-/// The bfloat16 path's MRR@10 may differ from f32's by at most this much (issue 14).
-const BF16_SLACK: f64 = 0.005;
+/// The bfloat16 path's MRR@10 may differ from f32's by at most this much (issue 14's bar).
+const QUANTIZED_SLACK: f64 = 0.005;
+/// The 8-bit path misses that bar (passage MRR@10 0.010 below f32's on the handbook, measured
+/// on a Zen 3), which is why it is opt-in and `auto` never picks it; this looser bound only
+/// keeps it from getting worse unnoticed.
+const INT8_SLACK: f64 = 0.02;
 
 #[derive(Default, Clone, Copy)]
 struct Score {
@@ -220,13 +226,14 @@ fn input_key(input: &str) -> String {
     format!("{:016x}", h.finish())
 }
 
-/// The bfloat16 embedder's rankings (chunk ids, best first, 100 deep) per query: every stored
-/// chunk's embedded text and every query embedded in bfloat16, ranked by exact cosine.
-/// `None` on a CPU without AVX-512 BF16 (where there is no bfloat16 path to measure). Cached
+/// A quantized embedder's rankings (chunk ids, best first, 100 deep) per query: every stored
+/// chunk's embedded text and every query embedded at `precision`, ranked by exact cosine.
+/// `None` on a CPU without the instructions (where there is no such path to measure). Cached
 /// like the reference pipeline's, so the second backend reuses the first's.
-async fn bf16_rankings(
+async fn quantized_rankings(
     chunks: &[(i64, &StoredChunk)],
     queries: &[Query],
+    precision: Precision,
 ) -> Option<HashMap<String, Vec<i64>>> {
     let model = std::env::var("CAIRN_EMBED_MODEL")
         .unwrap_or_else(|_| panic!("CAIRN_EMBED_MODEL is not set"));
@@ -237,29 +244,29 @@ async fn bf16_rankings(
         "queries": queries.iter().map(|q| json!([q.id, q.text])).collect::<Vec<_>>(),
     })
     .to_string();
-    let out = report_dir().join(format!("bf16-{}.json", input_key(&input)));
+    let out = report_dir().join(format!("{precision}-{}.json", input_key(&input)));
     if !out.exists() {
         let mut cfg = EmbedConfig::new(PathBuf::from(&model));
-        cfg.precision = Precision::Bf16;
+        cfg.precision = precision;
         let e = match tokio::task::spawn_blocking(move || Embedder::load(cfg))
             .await
-            .unwrap_or_else(|e| panic!("loading the bf16 embedder: {e}"))
+            .unwrap_or_else(|e| panic!("loading the {precision} embedder: {e}"))
         {
             Ok(e) => e,
-            Err(EmbedError::ModelLoad(msg)) if msg.contains("AVX-512 BF16") => return None,
-            Err(e) => panic!("loading the bf16 embedder: {e}"),
+            Err(EmbedError::ModelLoad(msg)) if msg.contains("needs a CPU with") => return None,
+            Err(e) => panic!("loading the {precision} embedder: {e}"),
         };
         let texts: Vec<String> = canonical.iter().map(|(_, c)| c.content.clone()).collect();
         let vectors = e
             .embed(texts, None)
             .await
-            .unwrap_or_else(|e| panic!("bf16 chunks: {e}"));
+            .unwrap_or_else(|e| panic!("{precision} chunks: {e}"));
         let mut ranked = serde_json::Map::new();
         for q in queries {
             let qv = e
                 .embed_query(&q.text)
                 .await
-                .unwrap_or_else(|e| panic!("bf16 query: {e}"));
+                .unwrap_or_else(|e| panic!("{precision} query: {e}"));
             let mut scored: Vec<(usize, f32)> = vectors
                 .iter()
                 .enumerate()
@@ -414,7 +421,12 @@ async fn evaluate(s: &TestServer, backend: Backend, c: Corpus) {
     let mut by_id: Vec<(i64, &StoredChunk)> = c.chunks.iter().map(|(k, v)| (*k, v)).collect();
     by_id.sort_by_key(|x| x.0);
     let peer = peer_rankings(&by_id, &c.queries);
-    let bf16 = bf16_rankings(&by_id, &c.queries).await;
+    let mut quantized: Vec<(Precision, HashMap<String, Vec<i64>>)> = Vec::new();
+    for precision in [Precision::Bf16, Precision::Int8] {
+        if let Some(r) = quantized_rankings(&by_id, &c.queries, precision).await {
+            quantized.push((precision, r));
+        }
+    }
     let all_words: HashSet<String> = c
         .chunks
         .values()
@@ -470,19 +482,21 @@ async fn evaluate(s: &TestServer, backend: Backend, c: Corpus) {
             "RRF k=60".to_owned(),
             plain.iter().map(|f| f.chunk_id).collect(),
         ));
-        if let Some(b) = bf16.as_ref().and_then(|b| b.get(&q.id)) {
-            let lexical = &rankings[1].1;
+        if !quantized.is_empty() {
+            let lexical = rankings[1].1.clone();
             let fused = |vector: &[i64]| -> Vec<i64> {
                 let listed: Vec<(i64, f32)> = vector.iter().map(|&id| (id, 0.0)).collect();
-                cairn::domain::search::fuse(TUNED, &listed, lexical)
+                cairn::domain::search::fuse(TUNED, &listed, &lexical)
                     .iter()
                     .map(|f| f.chunk_id)
                     .collect()
             };
-            let (hyb_f32, hyb_bf16) = (fused(&rankings[0].1), fused(b));
-            rankings.push(("VEC bf16".to_owned(), b.clone()));
-            rankings.push(("HYB f32".to_owned(), hyb_f32));
-            rankings.push(("HYB bf16".to_owned(), hyb_bf16));
+            rankings.push(("HYB f32".to_owned(), fused(&rankings[0].1)));
+            for (precision, r) in &quantized {
+                let b = r.get(&q.id).cloned().unwrap_or_default();
+                rankings.push((format!("HYB {precision}"), fused(&b)));
+                rankings.push((format!("VEC {precision}"), b));
+            }
         }
         for ch in PEER {
             rankings.push((
@@ -519,10 +533,15 @@ async fn evaluate(s: &TestServer, backend: Backend, c: Corpus) {
         .map(|m| (*m).to_owned())
         .chain(std::iter::once("RRF k=60".to_owned()))
         .chain(
-            ["VEC bf16", "HYB f32", "HYB bf16"]
-                .iter()
-                .filter(|_| bf16.is_some())
-                .map(|s| (*s).to_owned()),
+            quantized
+                .first()
+                .map(|_| "HYB f32".to_owned())
+                .into_iter()
+                .chain(
+                    quantized
+                        .iter()
+                        .flat_map(|(p, _)| [format!("VEC {p}"), format!("HYB {p}")]),
+                ),
         )
         .chain(PEER.iter().map(|p| format!("ref {p}")))
         .collect();
@@ -608,21 +627,32 @@ async fn evaluate(s: &TestServer, backend: Backend, c: Corpus) {
             r.mrr()
         );
     }
-    if bf16.is_some() {
+    for (precision, _) in &quantized {
         for (level, name) in [(0, "document"), (1, "passage")] {
-            for (f32_sys, bf16_sys) in [("VECTOR", "VEC bf16"), ("HYB f32", "HYB bf16")] {
-                let (a, b) = (get(f32_sys, level), get(bf16_sys, level));
+            for (f32_sys, q_sys) in [
+                ("VECTOR".to_owned(), format!("VEC {precision}")),
+                ("HYB f32".to_owned(), format!("HYB {precision}")),
+            ] {
+                let (a, b) = (get(&f32_sys, level), get(&q_sys, level));
+                let slack = if *precision == Precision::Int8 {
+                    INT8_SLACK
+                } else {
+                    QUANTIZED_SLACK
+                };
                 assert!(
-                    (a.mrr() - b.mrr()).abs() <= BF16_SLACK + 1e-9,
-                    "{}: {bf16_sys} {name} MRR@10 {:.4} is more than {BF16_SLACK} from {f32_sys} {:.4}\n{report}",
+                    (a.mrr() - b.mrr()).abs() <= slack + 1e-9,
+                    "{}: {q_sys} {name} MRR@10 {:.4} is more than {slack} from {f32_sys} {:.4}\n{report}",
                     c.name,
                     b.mrr(),
                     a.mrr()
                 );
             }
         }
-    } else {
-        eprintln!("this CPU has no AVX-512 BF16: the bf16 rows are not measured");
+    }
+    for p in [Precision::Bf16, Precision::Int8] {
+        if !quantized.iter().any(|(q, _)| *q == p) {
+            eprintln!("this CPU lacks the instructions of {p}: its rows are not measured");
+        }
     }
     let (h, v, l) = (get("HYBRID", 0), get("VECTOR", 0), get("LEXICAL", 0));
     for (name, o) in [("VECTOR", v), ("LEXICAL", l)] {
