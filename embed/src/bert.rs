@@ -111,25 +111,24 @@ impl Dense {
             .ok_or_else(|| candle_core::Error::Msg("dense layer without bias".into()))?;
         let w = l.weight().contiguous()?;
         let (n, k) = w.dims2()?;
+        // The packed kernels read the weight and bias as plain f32 rows.
+        let plain = || -> candle_core::Result<(Vec<f32>, Vec<f32>)> {
+            Ok((w.flatten_all()?.to_vec1()?, bias.to_vec1()?))
+        };
+        let refused = |what: &str| candle_core::Error::Msg(format!("this CPU has no {what}"));
         match precision {
-            Precision::Bf16 => PackedBf16::new(
-                &w.flatten_all()?.to_vec1::<f32>()?,
-                n,
-                k,
-                &bias.to_vec1::<f32>()?,
-                gelu,
-            )
-            .map(Self::Bf16)
-            .ok_or_else(|| candle_core::Error::Msg("this CPU has no AVX-512 BF16".into())),
-            Precision::Int8 => PackedI8::new(
-                &w.flatten_all()?.to_vec1::<f32>()?,
-                n,
-                k,
-                &bias.to_vec1::<f32>()?,
-                gelu,
-            )
-            .map(Self::Int8)
-            .ok_or_else(|| candle_core::Error::Msg("this CPU has no AVX2".into())),
+            Precision::Bf16 => {
+                let (wv, bv) = plain()?;
+                PackedBf16::new(&wv, n, k, &bv, gelu)
+                    .map(Self::Bf16)
+                    .ok_or_else(|| refused("AVX-512 BF16"))
+            }
+            Precision::Int8 => {
+                let (wv, bv) = plain()?;
+                PackedI8::new(&wv, n, k, &bv, gelu)
+                    .map(Self::Int8)
+                    .ok_or_else(|| refused("AVX2"))
+            }
             Precision::F32 | Precision::Auto => Ok(Self::F32(DenseF32 { w, bias })),
         }
     }
@@ -154,15 +153,14 @@ impl Dense {
 
     /// `forward(x) + residual`, the residual connection (fused into the packed kernels).
     fn forward_add(&self, x: &Tensor, residual: &Tensor) -> candle_core::Result<Tensor> {
-        let residual = || residual.contiguous();
         match self {
-            Self::F32(d) => d.forward(x)? + residual()?,
+            Self::F32(d) => d.forward(x)? + residual,
             Self::Bf16(p) => x
                 .contiguous()?
-                .apply_op2_no_bwd(&residual()?, &DensePackedResidual(p)),
+                .apply_op2_no_bwd(&residual.contiguous()?, &DensePackedResidual(p)),
             Self::Int8(p) => x
                 .contiguous()?
-                .apply_op2_no_bwd(&residual()?, &DensePackedResidual(p)),
+                .apply_op2_no_bwd(&residual.contiguous()?, &DensePackedResidual(p)),
         }
     }
 }
