@@ -104,7 +104,17 @@ fn main() {
             .iter()
             .map(|l| l["query"].as_str().unwrap_or_default().to_owned())
             .collect();
-        let cache = PathBuf::from(format!("{dump}.f32-vectors.json"));
+        // Keyed by the texts: a later run of the test may store the same chunks in another order.
+        let key = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            for c in &chunks {
+                c.content.hash(&mut h);
+            }
+            queries.hash(&mut h);
+            h.finish()
+        };
+        let cache = PathBuf::from(format!("{dump}.f32-{key:016x}.json"));
         let reference = match cached(&cache) {
             Some(r) if r.0.len() == chunks.len() && r.1.len() == queries.len() => r,
             _ => {
@@ -154,10 +164,16 @@ fn main() {
                         break;
                     }
                 }
-                d_rr += docs
-                    .iter()
-                    .position(|d| relevant.contains(*d))
-                    .map_or(0.0, |p| 1.0 / (p as f64 + 1.0));
+                let pos = docs.iter().position(|d| relevant.contains(*d));
+                if std::env::var("QE_VERBOSE").is_ok() {
+                    let top: Vec<String> = scored
+                        .iter()
+                        .take(4)
+                        .map(|(i, sc)| format!("{}:{sc:.4}", chunks[*i].document))
+                        .collect();
+                    eprintln!("{name} {} doc pos {pos:?} top {top:?}", l["id"]);
+                }
+                d_rr += pos.map_or(0.0, |p| 1.0 / (p as f64 + 1.0));
                 p_rr += scored
                     .iter()
                     .take(10)

@@ -103,8 +103,15 @@ impl Packed for PackedI8 {
 
 impl Dense {
     /// `gelu`: the layer is followed by exact GELU, which the bfloat16 and 8-bit kernels apply
-    /// themselves (the f32 path leaves it to [`Layer::activate`]).
-    fn new(l: &Linear, precision: Precision, gelu: bool) -> candle_core::Result<Self> {
+    /// themselves (the f32 path leaves it to [`Layer::activate`]). `x_max`: the largest `|x|`
+    /// of each input channel seen in calibration, which the 8-bit kernel smooths by (others
+    /// ignore it).
+    fn new(
+        l: &Linear,
+        precision: Precision,
+        gelu: bool,
+        x_max: Option<&[f32]>,
+    ) -> candle_core::Result<Self> {
         let bias = l
             .bias()
             .cloned()
@@ -125,7 +132,7 @@ impl Dense {
             }
             Precision::Int8 => {
                 let (wv, bv) = plain()?;
-                PackedI8::new(&wv, n, k, &bv, gelu)
+                PackedI8::smoothed(&wv, n, k, &bv, gelu, x_max)
                     .map(Self::Int8)
                     .ok_or_else(|| refused("AVX2"))
             }
@@ -309,8 +316,15 @@ struct Layer {
 
 impl Bert {
     /// Loads from a `VarBuilder` already pointed at the encoder's prefix (the one holding
-    /// `embeddings.*` and `encoder.*`).
-    pub fn load(vb: &VarBuilder, cfg: &Config, precision: Precision) -> candle_core::Result<Self> {
+    /// `embeddings.*` and `encoder.*`). `maxima`: per layer, the largest input of each channel
+    /// of its two layer-normed inputs ([`Bert::input_maxima`] of the f32 model), which the
+    /// 8-bit kernel smooths by.
+    pub fn load(
+        vb: &VarBuilder,
+        cfg: &Config,
+        precision: Precision,
+        maxima: Option<&[LayerMaxima]>,
+    ) -> candle_core::Result<Self> {
         if cfg.position_embedding_type != "absolute" {
             candle_core::bail!(
                 "only absolute position embeddings are supported, not {:?}",
@@ -334,7 +348,10 @@ impl Bert {
             norm: layer_norm(h, cfg.layer_norm_eps, e.pp("LayerNorm"))?,
         };
         let layers = (0..cfg.num_hidden_layers)
-            .map(|i| Layer::load(&vb.pp(format!("encoder.layer.{i}")), cfg, precision))
+            .map(|i| {
+                let m = maxima.and_then(|m| m.get(i));
+                Layer::load(&vb.pp(format!("encoder.layer.{i}")), cfg, precision, m)
+            })
             .collect::<candle_core::Result<Vec<_>>>()?;
         Ok(Self { embeddings, layers })
     }
@@ -346,6 +363,41 @@ impl Bert {
         type_ids: &Tensor,
         mask: &Tensor,
     ) -> candle_core::Result<Tensor> {
+        let (mut x, bias) = self.embed(ids, type_ids, mask)?;
+        for layer in &self.layers {
+            x = layer.feed(&layer.attend(&x, &bias)?)?;
+        }
+        Ok(x)
+    }
+
+    /// Per layer, the largest `|x|` of each channel of the inputs of its QKV projection and of
+    /// its intermediate layer (both outputs of a layer norm), over one unpadded sequence of
+    /// `ids`: the calibration the 8-bit kernel's smoothing needs. Meant for the f32 model.
+    pub fn input_maxima(&self, ids: &Tensor) -> candle_core::Result<Vec<LayerMaxima>> {
+        let type_ids = ids.zeros_like()?;
+        let mask = ids.ones_like()?;
+        let (mut x, bias) = self.embed(ids, &type_ids, &mask)?;
+        let channel_max = |t: &Tensor| -> candle_core::Result<Vec<f32>> {
+            t.abs()?.flatten_to(1)?.max(0)?.to_vec1()
+        };
+        let mut out = Vec::with_capacity(self.layers.len());
+        for layer in &self.layers {
+            let qkv = channel_max(&x)?;
+            let mid = layer.attend(&x, &bias)?;
+            let intermediate = channel_max(&mid)?;
+            x = layer.feed(&mid)?;
+            out.push(LayerMaxima { qkv, intermediate });
+        }
+        Ok(out)
+    }
+
+    /// The embeddings' layer-normed sum, and the attention's additive mask.
+    fn embed(
+        &self,
+        ids: &Tensor,
+        type_ids: &Tensor,
+        mask: &Tensor,
+    ) -> candle_core::Result<(Tensor, Tensor)> {
         let (_, seq) = ids.dims2()?;
         let positions = Tensor::arange(0u32, seq as u32, ids.device())?;
         let x = self
@@ -354,20 +406,43 @@ impl Bert {
             .forward(ids)?
             .add(&self.embeddings.token_type.forward(type_ids)?)?
             .broadcast_add(&self.embeddings.position.forward(&positions)?)?;
-        let mut x = self.embeddings.norm.forward(&x)?;
+        let x = self.embeddings.norm.forward(&x)?;
         // (batch, 1, 1, seq): 0 where attended, f32::MIN at padding (Hugging Face's extended mask).
         let bias = ((mask.to_dtype(DType::F32)? - 1.0)? * f64::from(f32::MAX))?
             .unsqueeze(1)?
             .unsqueeze(1)?;
-        for layer in &self.layers {
-            x = layer.forward(&x, &bias)?;
+        Ok((x, bias))
+    }
+}
+
+/// A layer's calibration: the largest `|x|` of each input channel of its QKV projection and
+/// of its intermediate layer.
+pub(crate) struct LayerMaxima {
+    qkv: Vec<f32>,
+    intermediate: Vec<f32>,
+}
+
+impl LayerMaxima {
+    /// The larger of each channel's two maxima.
+    pub fn merge(&mut self, other: &Self) {
+        for (mine, theirs) in [
+            (&mut self.qkv, &other.qkv),
+            (&mut self.intermediate, &other.intermediate),
+        ] {
+            for (a, b) in mine.iter_mut().zip(theirs) {
+                *a = a.max(*b);
+            }
         }
-        Ok(x)
     }
 }
 
 impl Layer {
-    fn load(vb: &VarBuilder, cfg: &Config, precision: Precision) -> candle_core::Result<Self> {
+    fn load(
+        vb: &VarBuilder,
+        cfg: &Config,
+        precision: Precision,
+        maxima: Option<&LayerMaxima>,
+    ) -> candle_core::Result<Self> {
         let h = cfg.hidden_size;
         let sa = vb.pp("attention.self");
         let q = linear(h, h, sa.pp("query"))?;
@@ -383,31 +458,35 @@ impl Layer {
             Some(Tensor::cat(&[bias(&q)?, bias(&k)?, bias(&v)?], 0)?),
         );
         Ok(Self {
-            qkv: Dense::new(&qkv, precision, false)?,
+            qkv: Dense::new(&qkv, precision, false, maxima.map(|m| m.qkv.as_slice()))?,
             heads: cfg.num_attention_heads,
             head_dim: h / cfg.num_attention_heads,
             attn_out: Dense::new(
                 &linear(h, h, vb.pp("attention.output.dense"))?,
                 precision,
                 false,
+                None,
             )?,
             attn_norm: layer_norm(h, cfg.layer_norm_eps, vb.pp("attention.output.LayerNorm"))?,
             intermediate: Dense::new(
                 &linear(h, cfg.intermediate_size, vb.pp("intermediate.dense"))?,
                 precision,
                 matches!(cfg.hidden_act, HiddenAct::Gelu),
+                maxima.map(|m| m.intermediate.as_slice()),
             )?,
             act: cfg.hidden_act,
             output: Dense::new(
                 &linear(cfg.intermediate_size, h, vb.pp("output.dense"))?,
                 precision,
                 false,
+                None,
             )?,
             out_norm: layer_norm(h, cfg.layer_norm_eps, vb.pp("output.LayerNorm"))?,
         })
     }
 
-    fn forward(&self, x: &Tensor, mask_bias: &Tensor) -> candle_core::Result<Tensor> {
+    /// Self-attention with its residual and layer norm: the intermediate layer's input.
+    fn attend(&self, x: &Tensor, mask_bias: &Tensor) -> candle_core::Result<Tensor> {
         let (b, seq, h) = x.dims3()?;
         // (b, seq, 3h) → (3, b, heads, seq, head_dim)
         let qkv = self
@@ -434,16 +513,18 @@ impl Layer {
             .transpose(1, 2)?
             .contiguous()?
             .reshape((b, seq, h))?;
-        let x = self
-            .attn_norm
-            .forward(&self.attn_out.forward_add(&ctx, x)?)?;
-        let inner = self.intermediate.forward(&x)?;
+        self.attn_norm.forward(&self.attn_out.forward_add(&ctx, x)?)
+    }
+
+    /// The feed-forward block with its residual and layer norm: the layer's output.
+    fn feed(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let inner = self.intermediate.forward(x)?;
         let inner = if self.intermediate.fused_gelu() {
             inner
         } else {
             self.activate(&inner)?
         };
-        self.out_norm.forward(&self.output.forward_add(&inner, &x)?)
+        self.out_norm.forward(&self.output.forward_add(&inner, x)?)
     }
 
     fn activate(&self, x: &Tensor) -> candle_core::Result<Tensor> {

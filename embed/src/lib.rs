@@ -133,12 +133,14 @@ pub enum Precision {
     /// [`EmbedError::ModelLoad`] on a CPU without AVX-512 BF16.
     Bf16,
     /// Weights rounded to integers in `[-90, 90]` per output column, activations to bytes in
-    /// `[0, 181]` per token, products summed exactly in `i32`, on AVX2 (`vpmaddubsw`: 32
-    /// multiply-adds per instruction pair, against 8 for an f32 FMA; module `int8`), for CPUs
-    /// without AVX-512 BF16. Each vector keeps a cosine ≥ 0.99 to its f32 self (tested;
-    /// measured ≥ 0.9968). Opt-in only, never picked by `Auto`: its retrieval MRR@10 lands
-    /// 0.006 from f32's on both test corpora (handbook passages 0.006 below, lee 0.006 above),
-    /// just outside the 0.005 the bf16 path is held to. Loading fails with
+    /// `[0, 181]` per token (layer-normed inputs smoothed per channel, calibrated when the model
+    /// loads), products summed exactly in `i32`, on AVX2 (`vpmaddubsw`: 32 multiply-adds per
+    /// instruction pair, against 8 for an f32 FMA; module `int8`), for CPUs without AVX-512
+    /// BF16. Each vector keeps a cosine ≥ 0.99 to its f32 self (tested; measured ≥ 0.9977).
+    /// Opt-in only, never picked by `Auto`: its retrieval MRR@10 is within 0.005 of f32's on
+    /// lee and at passage level on the handbook, but 0.0063 below at document level on the
+    /// handbook (two queries whose top documents f32 scores within 0.001 of each other swap),
+    /// outside the 0.005 the bf16 path is held to. Loading fails with
     /// [`EmbedError::ModelLoad`] on a CPU without AVX2.
     Int8,
     /// The fastest precision this CPU runs at f32's retrieval quality, chosen when the model

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use tokenizers::{Encoding, Tokenizer, TruncationParams};
 
 use crate::batch;
-use crate::bert::{Bert, Config as BertConfig};
+use crate::bert::{Bert, Config as BertConfig, LayerMaxima};
 use crate::error::EmbedError;
 use crate::{BatchDone, EmbedConfig, Pooling, Precision};
 
@@ -155,6 +155,38 @@ fn select_device() -> Result<Device, EmbedError> {
     }
 }
 
+/// Text the 8-bit kernel is calibrated on when the model loads (passages of several kinds,
+/// written for Cairn, separated by `---` lines): its smoothing needs each layer-normed
+/// input channel's typical largest value, a property of the model more than of the text.
+const CALIBRATION: &str = include_str!("calibration.txt");
+
+/// Each layer's input maxima ([`Bert::input_maxima`]) over every calibration passage, from
+/// the f32 model.
+fn calibrate(
+    bert: &Bert,
+    tokenizer: &Tokenizer,
+    device: &Device,
+) -> Result<Vec<LayerMaxima>, EmbedError> {
+    let mut all: Vec<LayerMaxima> = Vec::new();
+    for passage in CALIBRATION.split("\n---\n") {
+        let enc = tokenizer
+            .encode(passage.trim(), true)
+            .map_err(|e| EmbedError::Tokenizer(format!("calibration text: {e}")))?;
+        let ids = Tensor::new(enc.get_ids(), device)
+            .and_then(|t| t.unsqueeze(0))
+            .and_then(|ids| bert.input_maxima(&ids))
+            .map_err(|e| EmbedError::load("calibrating the 8-bit kernel", e))?;
+        if all.is_empty() {
+            all = ids;
+        } else {
+            for (a, b) in all.iter_mut().zip(&ids) {
+                a.merge(b);
+            }
+        }
+    }
+    Ok(all)
+}
+
 impl Model {
     pub fn load(cfg: &EmbedConfig) -> Result<Self, EmbedError> {
         let dir = &cfg.model_dir;
@@ -219,10 +251,6 @@ impl Model {
                 "precision int8 needs a CPU with AVX2 (use f32, or auto to pick per CPU)".into(),
             ));
         }
-        let bert = Bert::load(&vb, &bert_cfg, precision).map_err(|e| {
-            EmbedError::load(format!("building BERT from {}", weights_path.display()), e)
-        })?;
-
         let tokenizer_path = dir.join("tokenizer.json");
         let mut tokenizer = Tokenizer::from_file(&tokenizer_path).map_err(|e| {
             EmbedError::Tokenizer(format!("loading {}: {e}", tokenizer_path.display()))
@@ -236,6 +264,18 @@ impl Model {
                 ..TruncationParams::default()
             }))
             .map_err(|e| EmbedError::Tokenizer(format!("setting truncation: {e}")))?;
+
+        let maxima = if precision == Precision::Int8 {
+            let f32_bert = Bert::load(&vb, &bert_cfg, Precision::F32, None).map_err(|e| {
+                EmbedError::load(format!("building BERT from {}", weights_path.display()), e)
+            })?;
+            Some(calibrate(&f32_bert, &tokenizer, &device)?)
+        } else {
+            None
+        };
+        let bert = Bert::load(&vb, &bert_cfg, precision, maxima.as_deref()).map_err(|e| {
+            EmbedError::load(format!("building BERT from {}", weights_path.display()), e)
+        })?;
 
         let (pooling_dir, normalize) = read_modules(dir)?;
         let pooling = read_pooling(&pooling_dir)?;
