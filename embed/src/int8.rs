@@ -104,8 +104,9 @@ pub(crate) struct PackedI8 {
     /// Apply exact GELU to the output.
     gelu: bool,
     /// Per input channel `j`, `1 / s_j` of the smoothing (see [`PackedI8::smoothed`]): the
-    /// activations are multiplied by it before they are rounded. `None`: no smoothing.
-    inv_smooth: Option<Vec<f32>>,
+    /// activations are multiplied by it as they are rounded (by 1, exactly, where a layer is
+    /// not smoothed).
+    inv_smooth: Vec<f32>,
 }
 
 /// The smoothing factor of each input channel, SmoothQuant's with α = ½: `s_j = √(max|x_j| /
@@ -178,25 +179,30 @@ fn rounding(lo: f32, hi: f32, finite: bool) -> Result<Rounding, Grid> {
     })
 }
 
-/// Quads `from..` of `dst` from `src`, one value at a time: `clamp(x · inv + zero, 0, AMAX)`
-/// (one fused multiply-add) rounded half to even, which is exactly what the vector path
-/// computes; padding bytes are the zero point, which meets zero weights.
+/// Quads `from..` of `dst` from `src` times `smooth` (per channel), one value at a time:
+/// `clamp(x · smooth · inv + zero, 0, AMAX)` (a product, then one fused multiply-add) rounded
+/// half to even, which is exactly what the vector path computes; padding bytes are the zero
+/// point, which meets zero weights.
 #[inline(always)]
-fn fill_quads(src: &[f32], dst: &mut [u32], r: &Rounding, from: usize) {
+fn fill_quads(src: &[f32], smooth: &[f32], dst: &mut [u32], r: &Rounding, from: usize) {
     let q = |v: f32| v.mul_add(r.inv, r.zero).clamp(0.0, AMAX).round_ties_even() as u8;
     let pad = r.zero as u8;
     for (quad, out) in dst.iter_mut().enumerate().skip(from) {
-        let byte = |i: usize| src.get(4 * quad + i).map_or(pad, |&v| q(v));
+        let byte = |i: usize| {
+            let j = 4 * quad + i;
+            src.get(j).map_or(pad, |&v| q(v * smooth[j]))
+        };
         *out = u32::from_le_bytes([byte(0), byte(1), byte(2), byte(3)]);
     }
 }
 
-/// Rounds one row of activations onto its own 8-bit grid, writing byte quads into `dst`
-/// (`⌈len / 4⌉` of them). The reference for the kernel's vector version (`avx2::quantize`),
-/// which must agree with it bit for bit.
-fn quantize_row(src: &[f32], dst: &mut [u32]) -> Grid {
+/// Rounds one row of activations, each multiplied by its channel's `smooth` factor, onto the
+/// row's own 8-bit grid, writing byte quads into `dst` (`⌈len / 4⌉` of them). The reference
+/// for the kernel's vector version (`avx2::quantize`), which must agree with it bit for bit.
+fn quantize_row(src: &[f32], smooth: &[f32], dst: &mut [u32]) -> Grid {
     let (mut lo, mut hi, mut finite) = (0f32, 0f32, true);
-    for &v in src {
+    for (&v, &s) in src.iter().zip(smooth) {
+        let v = v * s;
         lo = if v < lo { v } else { lo };
         hi = if v > hi { v } else { hi };
         finite &= v.is_finite();
@@ -207,7 +213,7 @@ fn quantize_row(src: &[f32], dst: &mut [u32]) -> Grid {
             grid
         }
         Ok(r) => {
-            fill_quads(src, dst, &r, 0);
+            fill_quads(src, smooth, dst, &r, 0);
             r.grid
         }
     }
@@ -251,7 +257,8 @@ impl PackedI8 {
             }
             None => w,
         };
-        let inv_smooth = smooth.map(|s| s.iter().map(|s| 1.0 / s).collect());
+        let inv_smooth =
+            smooth.map_or_else(|| vec![1.0; k], |s| s.iter().map(|s| 1.0 / s).collect());
         let kq = k.div_ceil(4);
         let blocks = n.div_ceil(NR);
         let mut data = vec![0i8; blocks * kq * NR * 4];
@@ -309,24 +316,6 @@ impl PackedI8 {
         if m == 0 {
             return out;
         }
-        match &self.inv_smooth {
-            None => self.forward_rounded(x, m, residual, &mut out),
-            Some(inv) => SMOOTHED.with_borrow_mut(|buf| {
-                buf.clear();
-                buf.extend(
-                    x.chunks_exact(self.k)
-                        .flat_map(|row| row.iter().zip(inv).map(|(v, s)| v * s)),
-                );
-                self.forward_rounded(buf, m, residual, &mut out);
-            }),
-        }
-        out
-    }
-
-    /// `forward` past the smoothing: rounds `x` and runs the kernel into `out` (empty, with
-    /// capacity for `m · n`).
-    fn forward_rounded(&self, x: &[f32], m: usize, residual: Option<&[f32]>, out: &mut Vec<f32>) {
-        let len = m * self.n;
         QUADS.with_borrow_mut(|a| {
             if a.len() < m * self.kq {
                 a.resize(m * self.kq, 0);
@@ -339,17 +328,18 @@ impl PackedI8 {
             // `out` has capacity for `m · n`, which the kernel writes entirely (every row,
             // every column below `n`) before `set_len`.
             unsafe {
-                let grids = avx2::quantize(x, self.k, self.kq, a);
+                let grids = avx2::quantize(x, &self.inv_smooth, self.kq, a);
                 avx2::forward(self, a, &grids, residual, out.as_mut_ptr());
                 out.set_len(len);
             }
             #[cfg(not(target_arch = "x86_64"))]
             {
-                let grids = quantize_rows(x, self.k, self.kq, a);
+                let grids = quantize_rows(x, &self.inv_smooth, self.kq, a);
                 out.resize(len, 0.0);
-                self.forward_scalar(a, &grids, residual, out);
+                self.forward_scalar(a, &grids, residual, &mut out);
             }
         });
+        out
     }
 
     /// The kernel's arithmetic one product at a time, over rows `a` already rounded onto
@@ -379,12 +369,14 @@ impl PackedI8 {
     }
 }
 
-/// Every row of `x` (rows of `k`) onto its own grid, into `a` (rows of `kq` quads).
+/// Every row of `x` (rows of `k = smooth.len()`), smoothed, onto its own grid, into `a`
+/// (rows of `kq` quads).
 #[cfg_attr(target_arch = "x86_64", allow(dead_code))]
-fn quantize_rows(x: &[f32], k: usize, kq: usize, a: &mut [u32]) -> Vec<Grid> {
+fn quantize_rows(x: &[f32], smooth: &[f32], kq: usize, a: &mut [u32]) -> Vec<Grid> {
+    let k = smooth.len();
     let mut grids = Vec::with_capacity(x.len() / k);
     for (src, dst) in x.chunks_exact(k).zip(a.chunks_exact_mut(kq)) {
-        grids.push(quantize_row(src, dst));
+        grids.push(quantize_row(src, smooth, dst));
     }
     grids
 }
@@ -393,8 +385,6 @@ thread_local! {
     /// The activations rounded to byte quads, reused from call to call on each thread (a
     /// compute lane), so that no call allocates and page-faults a fresh buffer.
     static QUADS: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
-    /// The activations divided by their channels' smoothing factors, reused the same way.
-    static SMOOTHED: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -412,34 +402,50 @@ mod avx2 {
 
     use super::{Grid, PackedI8, MC, MR, NR};
 
-    /// Every row of `x` (rows of `k`) onto its own grid, into `a` (rows of `kq` quads): the
-    /// vector version of [`super::quantize_rows`], bit for bit.
+    /// Every row of `x` (rows of `k = smooth.len()`), smoothed, onto its own grid, into `a`
+    /// (rows of `kq` quads): the vector version of [`super::quantize_rows`], bit for bit.
     ///
     /// # Safety
     /// The CPU has AVX2 and FMA; `a` holds `x.len() / k · kq` quads and `kq = ⌈k / 4⌉`.
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn quantize(x: &[f32], k: usize, kq: usize, a: &mut [u32]) -> Vec<Grid> {
+    pub(super) unsafe fn quantize(
+        x: &[f32],
+        smooth: &[f32],
+        kq: usize,
+        a: &mut [u32],
+    ) -> Vec<Grid> {
+        let k = smooth.len();
         let mut grids = Vec::with_capacity(x.len() / k);
         for (src, dst) in x.chunks_exact(k).zip(a.chunks_exact_mut(kq)) {
-            // SAFETY: the caller's guarantees; `dst` holds `⌈src.len() / 4⌉` quads.
-            grids.push(unsafe { quantize_row(src, dst) });
+            // SAFETY: the caller's guarantees; `dst` holds `⌈src.len() / 4⌉` quads and
+            // `smooth` as many values as `src`.
+            grids.push(unsafe { quantize_row(src, smooth, dst) });
         }
         grids
     }
 
-    /// One row: min and max (and whether any value is NaN) 8 at a time, then 32 values per
-    /// step rounded, packed to bytes and stored as 8 quads.
+    /// One row, each value times its channel's `smooth` factor: min and max (and whether any
+    /// value is NaN) 8 at a time, then 32 values per step rounded, packed to bytes and stored
+    /// as 8 quads.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and FMA; `smooth` holds `src.len()` values and `dst` `⌈src.len() / 4⌉`.
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn quantize_row(src: &[f32], dst: &mut [u32]) -> Grid {
-        // SAFETY: loads stay below `src.len()` (whole groups of 8, then 32) and stores below
-        // `dst.len()` (8 quads per 32 values, `dst` holding ⌈len / 4⌉).
+    unsafe fn quantize_row(src: &[f32], smooth: &[f32], dst: &mut [u32]) -> Grid {
+        // SAFETY: loads stay below `src.len()` (whole groups of 8, then 32), as long as
+        // `smooth` is, and stores below `dst.len()` (8 quads per 32 values, `dst` holding
+        // ⌈len / 4⌉).
         unsafe {
             let p = src.as_ptr();
+            let sp = smooth.as_ptr();
             let eights = src.len() / 8;
             let (mut lo, mut hi) = (_mm256_setzero_ps(), _mm256_setzero_ps());
             let mut nan = _mm256_setzero_ps();
             for i in 0..eights {
-                let v = _mm256_loadu_ps(p.add(8 * i));
+                let v = _mm256_mul_ps(
+                    _mm256_loadu_ps(p.add(8 * i)),
+                    _mm256_loadu_ps(sp.add(8 * i)),
+                );
                 // `min(v, lo)` returns `lo` where `v` is NaN: NaN is caught by `nan` instead.
                 lo = _mm256_min_ps(v, lo);
                 hi = _mm256_max_ps(v, hi);
@@ -450,7 +456,11 @@ mod avx2 {
             _mm256_storeu_ps(his.as_mut_ptr(), hi);
             let mut finite = _mm256_movemask_ps(nan) == 0;
             let (mut lo, mut hi) = (0f32, 0f32);
-            for &v in los.iter().chain(&his).chain(&src[8 * eights..]) {
+            let tail = src[8 * eights..]
+                .iter()
+                .zip(&smooth[8 * eights..])
+                .map(|(v, s)| v * s);
+            for v in los.into_iter().chain(his).chain(tail) {
                 lo = if v < lo { v } else { lo };
                 hi = if v > hi { v } else { hi };
                 finite &= !v.is_nan();
@@ -467,9 +477,10 @@ mod avx2 {
             let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
             let whole = src.len() / 32;
             for b in 0..whole {
-                let at = p.add(32 * b);
+                let (at, st) = (p.add(32 * b), sp.add(32 * b));
                 let q = |o: usize| {
-                    let y = _mm256_fmadd_ps(_mm256_loadu_ps(at.add(o)), inv, zero);
+                    let v = _mm256_mul_ps(_mm256_loadu_ps(at.add(o)), _mm256_loadu_ps(st.add(o)));
+                    let y = _mm256_fmadd_ps(v, inv, zero);
                     // Rounded to nearest even (the default rounding mode).
                     _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(y, bottom), top))
                 };
@@ -480,7 +491,7 @@ mod avx2 {
                 let bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(ab, cd), order);
                 _mm256_storeu_si256(dst.as_mut_ptr().add(8 * b).cast::<__m256i>(), bytes);
             }
-            super::fill_quads(src, dst, &r, 8 * whole);
+            super::fill_quads(src, smooth, dst, &r, 8 * whole);
             r.grid
         }
     }
@@ -663,7 +674,7 @@ mod tests {
     fn a_row_grid_keeps_zero_exact_and_spans_the_row() {
         let src = [-1.0, 0.0, 0.5, 3.0, 2.0];
         let mut dst = [0u32; 2];
-        let g = quantize_row(&src, &mut dst);
+        let g = quantize_row(&src, &[1.0; 5], &mut dst);
         assert_eq!(g.scale, 4.0 / 181.0);
         assert_eq!(g.zero, 45); // round(1 / (4 / 181)) = round(45.25)
         let bytes: Vec<u8> = dst.iter().flat_map(|q| q.to_le_bytes()).collect();
@@ -679,8 +690,10 @@ mod tests {
             );
         }
         // A row of zeros, and a row with a NaN.
-        assert_eq!(quantize_row(&[0.0; 3], &mut dst).scale, 0.0);
-        assert!(quantize_row(&[1.0, f32::NAN], &mut dst).scale.is_nan());
+        assert_eq!(quantize_row(&[0.0; 3], &[1.0; 3], &mut dst).scale, 0.0);
+        assert!(quantize_row(&[1.0, f32::NAN], &[1.0; 2], &mut dst)
+            .scale
+            .is_nan());
     }
 
     /// The vector rounding against the scalar one on rows that test its edges: zeros, a NaN
@@ -702,24 +715,30 @@ mod tests {
         let negative: Vec<f32> = values(64, 6).iter().map(|v| -v.abs() - 0.1).collect();
         let positive: Vec<f32> = values(71, 7).iter().map(|v| v.abs() + 0.1).collect();
         rows.extend([nan, inf, outlier, ties, negative, positive]);
-        for (i, row) in rows.iter().enumerate() {
+        // Each row unsmoothed (factors of 1) and smoothed (factors in [1/4, 4]).
+        let cases = rows.iter().flat_map(|row| {
+            let ones = vec![1.0f32; row.len()];
+            let smooth: Vec<f32> = values(row.len(), 8).iter().map(|v| 4f32.powf(*v)).collect();
+            [(row, ones), (row, smooth)]
+        });
+        for (i, (row, smooth)) in cases.enumerate() {
             let kq = row.len().div_ceil(4);
             let (mut want, mut got) = (vec![7u32; kq], vec![9u32; kq]);
-            let g = quantize_row(row, &mut want);
-            let k = row.len();
+            let g = quantize_row(row, &smooth, &mut want);
             #[allow(unsafe_code)]
-            // SAFETY: AVX2 and FMA are present (`supported`); `got` holds ⌈k / 4⌉ quads.
-            let vg = unsafe { avx2::quantize(row, k, kq, &mut got) };
+            // SAFETY: AVX2 and FMA are present (`supported`); `got` holds ⌈k / 4⌉ quads and
+            // `smooth` as many values as the row.
+            let vg = unsafe { avx2::quantize(row, &smooth, kq, &mut got) };
             assert_eq!(vg.len(), 1);
             let same_grid = vg[0] == g || (vg[0].scale.is_nan() && g.scale.is_nan());
-            assert!(same_grid, "row {i}: grid {:?}, scalar {g:?}", vg[0]);
-            assert_eq!(got, want, "row {i}: bytes");
+            assert!(same_grid, "case {i}: grid {:?}, scalar {g:?}", vg[0]);
+            assert_eq!(got, want, "case {i}: bytes");
         }
     }
 
     /// The kernel against the scalar reference over shapes that exercise every tile height,
     /// a partial column block (wider and narrower than a register), input widths that are not
-    /// multiples of 4, several panels, the residual and GELU. The integer sums are exact in
+    /// multiples of 4, several panels, the residual, GELU and smoothing. The integer sums are exact in
     /// both; the stores differ only in f32 rounding (a fused multiply-add).
     #[test]
     fn kernel_matches_scalar_reference() {
@@ -738,16 +757,24 @@ mod tests {
             let w = values(n * k, 1 + (m * n * k) as u64);
             let b = values(n, 7 + n as u64);
             let x = values(m * k, 11 + k as u64);
-            let p = PackedI8::new(&w, n, k, &b, gelu).expect("supported");
+            // Smoothed (by the input's own channel maxima) for even `m`.
+            let mut x_max = vec![0f32; k];
+            for row in x.chunks_exact(k) {
+                for (mx, v) in x_max.iter_mut().zip(row) {
+                    *mx = mx.max(v.abs());
+                }
+            }
+            let smooth = (m % 2 == 0).then_some(x_max.as_slice());
+            let p = PackedI8::smoothed(&w, n, k, &b, gelu, smooth).expect("supported");
             let res = values(m * n, 13);
             let residual = (m % 2 == 1).then_some(res.as_slice());
             let got = p.forward(&x, m, residual);
             let mut a = vec![0u32; m * p.kq];
-            let grids = quantize_rows(&x, k, p.kq, &mut a);
+            let grids = quantize_rows(&x, &p.inv_smooth, p.kq, &mut a);
             let mut va = vec![0u32; m * p.kq];
             #[allow(unsafe_code)]
             // SAFETY: AVX2 and FMA are present (`supported`); `va` holds `m · kq` quads.
-            let vgrids = unsafe { avx2::quantize(&x, k, p.kq, &mut va) };
+            let vgrids = unsafe { avx2::quantize(&x, &p.inv_smooth, p.kq, &mut va) };
             assert_eq!(vgrids, grids, "m={m} n={n} k={k}: grids");
             assert_eq!(
                 va, a,
