@@ -657,6 +657,17 @@ mod avx2 {
 mod tests {
     use super::*;
 
+    /// The largest `|x|` of each of the `k` channels of rows `x`: a calibration.
+    fn channel_max(x: &[f32], k: usize) -> Vec<f32> {
+        let mut out = vec![0f32; k];
+        for row in x.chunks_exact(k) {
+            for (mx, v) in out.iter_mut().zip(row) {
+                *mx = mx.max(v.abs());
+            }
+        }
+        out
+    }
+
     /// A deterministic pseudo-random f32 in [-1, 1) (xorshift), so the test needs no crate.
     fn values(n: usize, seed: u64) -> Vec<f32> {
         let mut s = seed | 1;
@@ -758,12 +769,7 @@ mod tests {
             let b = values(n, 7 + n as u64);
             let x = values(m * k, 11 + k as u64);
             // Smoothed (by the input's own channel maxima) for even `m`.
-            let mut x_max = vec![0f32; k];
-            for row in x.chunks_exact(k) {
-                for (mx, v) in x_max.iter_mut().zip(row) {
-                    *mx = mx.max(v.abs());
-                }
-            }
+            let x_max = channel_max(&x, k);
             let smooth = (m % 2 == 0).then_some(x_max.as_slice());
             let p = PackedI8::smoothed(&w, n, k, &b, gelu, smooth).expect("supported");
             let res = values(m * n, 13);
@@ -807,12 +813,7 @@ mod tests {
         for row in x.chunks_exact_mut(k) {
             row[5] *= 40.0;
         }
-        let mut x_max = vec![0f32; k];
-        for row in x.chunks_exact(k) {
-            for (mx, v) in x_max.iter_mut().zip(row) {
-                *mx = mx.max(v.abs());
-            }
-        }
+        let x_max = channel_max(&x, k);
         let exact: Vec<f32> = (0..m * n)
             .map(|i| {
                 let (r, c) = (i / n, i % n);
