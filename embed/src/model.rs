@@ -172,14 +172,14 @@ fn calibrate(
         let enc = tokenizer
             .encode(passage.trim(), true)
             .map_err(|e| EmbedError::Tokenizer(format!("calibration text: {e}")))?;
-        let ids = Tensor::new(enc.get_ids(), device)
+        let found = Tensor::new(enc.get_ids(), device)
             .and_then(|t| t.unsqueeze(0))
             .and_then(|ids| bert.input_maxima(&ids))
             .map_err(|e| EmbedError::load("calibrating the 8-bit kernel", e))?;
         if all.is_empty() {
-            all = ids;
+            all = found;
         } else {
-            for (a, b) in all.iter_mut().zip(&ids) {
+            for (a, b) in all.iter_mut().zip(&found) {
                 a.merge(b);
             }
         }
