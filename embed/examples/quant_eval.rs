@@ -5,7 +5,9 @@
 //! self. The test split is left to `tests/tests/retrieval.rs`.
 //!
 //! `cargo run --release -p cairn-embed --example quant_eval -- DUMP.json...`
-//! (model from `CAIRN_EMBED_MODEL`; f32 vectors cached beside the dump).
+//! (model from `CAIRN_EMBED_MODEL`; f32 vectors cached beside the dump, keyed by the texts).
+//! `QE_VERBOSE=1` prints each query's first document position and top four scores per
+//! precision on stderr: how the near-ties that decide MRR at this level were found.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
