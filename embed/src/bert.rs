@@ -131,6 +131,9 @@ impl Dense {
                     .ok_or_else(|| refused("AVX-512 BF16"))
             }
             Precision::Int8 => {
+                if let Some(x) = x_max.filter(|x| x.len() != k) {
+                    candle_core::bail!("calibration of {} channels for a layer of {k}", x.len());
+                }
                 let (wv, bv) = plain()?;
                 PackedI8::smoothed(&wv, n, k, &bv, gelu, x_max)
                     .map(Self::Int8)

@@ -52,8 +52,10 @@
 //! call into rows of byte quads, so that one 32-bit broadcast gives a row's quad `p`. The
 //! micro-kernel keeps a tile of up to [`MR`] rows × 16 columns in eight `i32` registers and
 //! walks `p`; rows go in panels of [`MC`], so that a panel's activations and a block's weights
-//! stay in cache while every block of the panel is computed. Scales, zero points, bias,
-//! residual and GELU are applied to the tile's integer sums in safe code.
+//! stay in cache while every block of the panel is computed. The tile's store applies the
+//! scales, the zero-point correction, the bias and the residual to its integer sums in AVX2
+//! registers; GELU, when packed, then runs over the stored rows (also AVX2). The smoothing
+//! factors are applied as the activations are rounded, before the kernel.
 //!
 //! A [`PackedI8`] exists only on a CPU that has AVX2 ([`supported`]); that is the invariant the
 //! `unsafe` calls below rely on.
