@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Embedding throughput, Cairn against its peer in the same run: cairn-embed (candle, its compute
-# lanes; f32, the `auto` precision (bfloat16 where the CPU has AVX-512 BF16) and the opt-in
-# 8-bit path where it has AVX2) and sentence-transformers (PyTorch f32, the same MiniLM
-# directory, as many threads as cores) embed the same texts, alternately (Cairn f32, Cairn
-# auto, Cairn int8, peer; again), on two sets:
+# lanes; f32, bfloat16 where the CPU has AVX-512 BF16 and 8-bit where it has AVX2: `auto`
+# picks the first of bf16, int8, f32 the CPU runs) and sentence-transformers (PyTorch f32, the
+# same MiniLM directory, as many threads as cores) embed the same texts, alternately (Cairn
+# f32, Cairn bf16, Cairn int8, peer; again), on two sets:
 #   - sentences: 1,000 generated English sentences of ~40 tokens (embed/benches/throughput.rs);
 #   - chunks: real news text, gensim's lee_background.cor cut into 180-word passages (~180
 #     tokens each; the retrieval test's held-out kind of text).
@@ -55,7 +55,7 @@ for set in sentences chunks; do
   echo "== $set ($(wc -l <"$file") texts) =="
   for r in $(seq 1 "$rounds"); do
     c=$(bench --texts "$file" --reps 2 --precision f32)
-    b=$(bench --texts "$file" --reps 2 --precision auto)
+    b=$(bench --texts "$file" --reps 2 --precision bf16 || true)
     i=$(bench --texts "$file" --reps 2 --precision int8 || true)
     p=$("$py" embed/bench/peer.py "$model" "$file" --reps 2 --threads "$threads" 2>/dev/null)
     "$py" - "$r" "$c" "$b" "$p" "$peak" "$i" <<'EOF'
@@ -75,7 +75,7 @@ rows = [("cairn f32 ", parse(c, "cairn-embed"), f32_peak)]
 if "bf16), load" in b:
     rows.append(("cairn bf16", parse(b, "cairn-embed"), bf16_peak))
 else:
-    print(f"  round {r}: this CPU has no AVX-512 BF16; auto ran f32")
+    print(f"  round {r}: this CPU has no AVX-512 BF16; no bf16 row")
 if "int8), load" in i8:
     rows.append(("cairn int8", parse(i8, "cairn-embed"), int8_peak))
 else:

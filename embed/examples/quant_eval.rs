@@ -2,7 +2,11 @@
 //! offline dump, `$CAIRN_REPORT_DIR/retrieval-*-chunks.json`) by exact cosine at f32 and at
 //! `CAIRN_EVAL_PRECISION` (default `int8`), and prints MRR@10 at document and passage level
 //! over the labels of the **tuning** split only, plus the cosine of each vector to its f32
-//! self. The test split is left to `tests/tests/retrieval.rs`.
+//! self. Three rankings: f32; the quantized embedder's passages with its queries embedded the
+//! same way (`embed`, both sides rounded); and its passages with f32 queries (what its
+//! `embed_query` does under int8). Each with the spread of its score errors over every
+//! query's f32 top 20 (a continuous measure of how likely near-ties swap, which MRR at this
+//! level mostly counts). The test split is left to `tests/tests/retrieval.rs`.
 //!
 //! `cargo run --release -p cairn-embed --example quant_eval -- DUMP.json...`
 //! (model from `CAIRN_EMBED_MODEL`; f32 vectors cached beside the dump, keyed by the texts).
@@ -42,9 +46,15 @@ type Vectors = (Vec<Vec<f32>>, Vec<Vec<f32>>);
 async fn vectors(e: &Embedder, chunks: &[Chunk], queries: &[String]) -> Vectors {
     let texts: Vec<String> = chunks.iter().map(|c| c.content.clone()).collect();
     let cv = e.embed(texts, None).await.unwrap_or_else(|e| panic!("{e}"));
+    // Each query alone, as a search embeds it, but through the passage path: under int8 the
+    // embedder's query path is f32 (`Model::bert_for`), and this measures both sides rounded.
     let mut qv = Vec::new();
     for q in queries {
-        qv.push(e.embed_query(q).await.unwrap_or_else(|e| panic!("{e}")));
+        let mut v = e
+            .embed(vec![q.clone()], None)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        qv.push(v.pop().unwrap_or_else(|| panic!("one vector")));
     }
     (cv, qv)
 }
@@ -142,8 +152,38 @@ fn main() {
             .collect();
         let mean = |x: &[f32]| x.iter().map(|&c| f64::from(1.0 - c)).sum::<f64>() / x.len() as f64;
         let min = |x: &[f32]| x.iter().copied().fold(1f32, f32::min);
+        // Chunks quantized, queries at f32: how the int8 embedder ranks (its `embed_query`).
+        let mixed: Vectors = (mine.0.clone(), reference.1.clone());
         let mut rows = Vec::new();
-        for (name, (cv, qv)) in [("f32", &reference), (precision.to_string().as_str(), &mine)] {
+        let qname = precision.to_string();
+        let mname = format!("{precision}+f32q");
+        let runs = [
+            ("f32", &reference),
+            (qname.as_str(), &mine),
+            (mname.as_str(), &mixed),
+        ];
+        for (name, (cv, qv)) in runs {
+            // The spread of score errors over each query's f32 top 20 chunks: what decides
+            // whether two near-tied chunks swap (a shift common to all of them does not).
+            let mut spread = 0f64;
+            for (q, q32) in qv.iter().zip(&reference.1) {
+                let mut top: Vec<(usize, f32)> = reference
+                    .0
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| (i, dot(c, q32)))
+                    .collect();
+                top.sort_by(|a, b| b.1.total_cmp(&a.1));
+                let errs: Vec<f64> = top
+                    .iter()
+                    .take(20)
+                    .map(|&(i, s)| f64::from(dot(&cv[i], q) - s))
+                    .collect();
+                let m = errs.iter().sum::<f64>() / errs.len() as f64;
+                spread +=
+                    (errs.iter().map(|e| (e - m).powi(2)).sum::<f64>() / errs.len() as f64).sqrt();
+            }
+            spread /= qv.len().max(1) as f64;
             let (mut d_rr, mut p_rr) = (0f64, 0f64);
             for (l, q) in labels.iter().zip(qv) {
                 let relevant: HashSet<String> = l["relevant"]
@@ -190,6 +230,11 @@ fn main() {
             }
             let n = labels.len() as f64;
             rows.push((name.to_owned(), d_rr / n, p_rr / n));
+            println!(
+                "  {name}: doc MRR {:.4} passage MRR {:.4} | score-error spread over the f32 top 20: {spread:.2e}",
+                d_rr / n,
+                p_rr / n
+            );
         }
         println!(
             "{}: {} chunks, {} tune queries, {secs:.1} s | doc MRR f32 {:.4} q {:.4} (Δ {:+.4}) | passage MRR f32 {:.4} q {:.4} (Δ {:+.4}) | chunk 1-cos mean {:.2e} min cos {:.5} | query 1-cos mean {:.2e} min {:.5}",

@@ -42,7 +42,8 @@
 //!   integer arithmetic (at most `1 536 · 181 · 90 ≈ 2.5 · 10⁷`, far from `i32`'s limit), so the
 //!   kernel and the scalar reference agree bit for bit; the only error is the two roundings.
 //!   The parity test holds every embedding to cosine ≥ 0.99 of f32's; the retrieval test holds
-//!   its MRR@10 within 0.02 of f32's (it misses bf16's 0.005: see [`crate::Precision::Int8`]).
+//!   its MRR@10 at most 0.005 below f32's, with search queries embedded at f32 (see
+//!   [`crate::Precision::Int8`]).
 //!
 //! # Layout
 //!

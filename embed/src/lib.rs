@@ -70,7 +70,8 @@
 //!
 //! CPU, f32 by default; [`Precision::Bf16`] (or [`Precision::Auto`] on a CPU that has AVX-512
 //! BF16) runs the dense layers in bfloat16 on this crate's own kernel (module `bf16`), about
-//! 1.5-2x faster; [`Precision::Int8`] (opt-in, AVX2) in 8-bit integers (module `int8`). Built with the `cuda` feature, the first CUDA device is used when present (untested
+//! 1.5-2x faster; [`Precision::Int8`] (or `Auto` on a CPU with AVX2 but no AVX-512 BF16) runs
+//! passages in 8-bit integers (module `int8`) and queries in f32. Built with the `cuda` feature, the first CUDA device is used when present (untested
 //! here). The default `avx512` feature switches on the AVX-512 kernels of candle's matrix
 //! multiply (`gemm`'s `x86-v4`), chosen at run time only on CPUs that have AVX-512.
 
@@ -132,19 +133,26 @@ pub enum Precision {
     /// cosine ≥ 0.99 to its f32 self (tested; measured ~0.9999). Loading fails with
     /// [`EmbedError::ModelLoad`] on a CPU without AVX-512 BF16.
     Bf16,
-    /// Weights rounded to integers in `[-90, 90]` per output column, activations to bytes in
-    /// `[0, 181]` per token (layer-normed inputs smoothed per channel, calibrated when the model
-    /// loads), products summed exactly in `i32`, on AVX2 (`vpmaddubsw`: 32 multiply-adds per
-    /// instruction pair, against 8 for an f32 FMA; module `int8`), for CPUs without AVX-512
+    /// Passages in 8-bit integers, search queries in f32. For passages, the dense layers'
+    /// weights are rounded to integers in `[-90, 90]` per output column, activations to bytes
+    /// in `[0, 181]` per token (layer-normed inputs smoothed per channel, calibrated when the
+    /// model loads), products summed exactly in `i32`, on AVX2 (`vpmaddubsw`: 32 multiply-adds
+    /// per instruction pair, against 8 for an f32 FMA; module `int8`), for CPUs without AVX-512
     /// BF16. Each vector keeps a cosine ≥ 0.99 to its f32 self (tested; measured ≥ 0.9977).
-    /// Opt-in only, never picked by `Auto`: its retrieval MRR@10 is within 0.005 of f32's on
-    /// lee and at passage level on the handbook, but 0.0063 below at document level on the
-    /// handbook (two queries whose top documents f32 scores within 0.001 of each other swap),
-    /// outside the 0.005 the bf16 path is held to. Loading fails with
+    ///
+    /// [`Embedder::embed_query`] runs the f32 model (kept beside the 8-bit one, ~42 MB): a
+    /// query is one short text a person waits on, where 8-bit saves little, and its rounding
+    /// would add to every passage's in every score. Measured on the retrieval test's tuning
+    /// half (`embed/examples/quant_eval.rs`, a Zen 3): with queries rounded too, the spread of
+    /// score errors over each query's f32 top 20 is 4.36·10⁻³ (handbook) and 3.81·10⁻³ (lee),
+    /// document MRR@10 0.034 below f32's on the handbook's tuning half; with f32 queries,
+    /// 3.43·10⁻³ and 3.06·10⁻³, and MRR equal to f32's. In the retrieval test (all its labelled
+    /// queries) every MRR@10 is at most 0.0039 below f32's. Loading fails with
     /// [`EmbedError::ModelLoad`] on a CPU without AVX2.
     Int8,
     /// The fastest precision this CPU runs at f32's retrieval quality, chosen when the model
-    /// loads: `Bf16` where the CPU has AVX-512 BF16, else `F32` (`Int8` is opt-in).
+    /// loads: `Bf16` where the CPU has AVX-512 BF16, else `Int8` where it has AVX2 and FMA,
+    /// else `F32`.
     Auto,
 }
 
@@ -153,6 +161,7 @@ impl Precision {
     pub fn resolve(self) -> Self {
         match self {
             Self::Auto if bf16::supported() => Self::Bf16,
+            Self::Auto if int8::supported() => Self::Int8,
             Self::Auto => Self::F32,
             p => p,
         }
@@ -515,7 +524,7 @@ fn serve_merged(model: &Model, jobs: Vec<Job>) {
     }
     let mut done = vec![0usize; jobs.len()];
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        model.embed_batches(&texts, |indices, lengths| {
+        model.embed_batches(&texts, false, |indices, lengths| {
             let mut count = vec![0usize; jobs.len()];
             let mut tokens = vec![0usize; jobs.len()];
             for &i in indices {
@@ -597,7 +606,7 @@ fn serve(model: &Model, job: Job) {
         return;
     }
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        model.embed(&texts, |done| {
+        model.embed(&texts, query, |done| {
             if let Some(p) = &progress {
                 // A dropped progress receiver is the caller's business, not an error.
                 let _ = p.send(done);

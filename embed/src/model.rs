@@ -45,6 +45,9 @@ const SLICE_MIN_FILL: f64 = 0.8;
 /// batch of the plan ([`Model::run_plan`]): there is no barrier between batches.
 pub(crate) struct Model {
     bert: Bert,
+    /// Where `bert` is 8-bit: the f32 model, which embeds search queries (see
+    /// [`Model::bert_for`]). `None` otherwise (queries and passages share `bert`).
+    query_bert: Option<Bert>,
     lanes: Vec<rayon::ThreadPool>,
     tokenizer: Tokenizer,
     device: Device,
@@ -53,7 +56,7 @@ pub(crate) struct Model {
     pub dim: usize,
     pub max_seq_len: usize,
     pub batch_token_budget: usize,
-    /// Resolved: `F32` or `Bf16`.
+    /// Resolved: `F32`, `Bf16` or `Int8`.
     pub precision: Precision,
     pad_id: u32,
 }
@@ -265,13 +268,14 @@ impl Model {
             }))
             .map_err(|e| EmbedError::Tokenizer(format!("setting truncation: {e}")))?;
 
-        let maxima = if precision == Precision::Int8 {
+        let (maxima, query_bert) = if precision == Precision::Int8 {
             let f32_bert = Bert::load(&vb, &bert_cfg, Precision::F32, None).map_err(|e| {
                 EmbedError::load(format!("building BERT from {}", weights_path.display()), e)
             })?;
-            Some(calibrate(&f32_bert, &tokenizer, &device)?)
+            let maxima = calibrate(&f32_bert, &tokenizer, &device)?;
+            (Some(maxima), Some(f32_bert))
         } else {
-            None
+            (None, None)
         };
         let bert = Bert::load(&vb, &bert_cfg, precision, maxima.as_deref()).map_err(|e| {
             EmbedError::load(format!("building BERT from {}", weights_path.display()), e)
@@ -296,6 +300,7 @@ impl Model {
 
         Ok(Self {
             bert,
+            query_bert,
             lanes,
             tokenizer,
             device,
@@ -326,17 +331,35 @@ impl Model {
             .map_err(|e| EmbedError::Tokenizer(e.to_string()))
     }
 
-    /// Embeds `texts`, returning vectors in input order. `on_batch` is called after every batch
-    /// and may return `false` to stop early (the caller went away); the result is then
-    /// `Ok(None)`.
+    /// The model that embeds search queries (`query`) or passages: the same one, except under
+    /// [`Precision::Int8`], where queries run at f32.
+    ///
+    /// Why: a query is one short text that a person waits on, so 8-bit arithmetic saves little
+    /// there (its time is tokenizing, attention and the per-call overhead as much as the dense
+    /// layers), while its rounding error lands on every score it is compared by. Passages are
+    /// where the throughput is needed (an ingest), and their error is each vector's own. With
+    /// both sides rounded, the errors add up in every score; with the query exact, only the
+    /// passage's remains. Measured on the retrieval test's tuning half
+    /// (`embed/examples/quant_eval.rs`): see the note in [`Precision::Int8`].
+    fn bert_for(&self, query: bool) -> &Bert {
+        match (&self.query_bert, query) {
+            (Some(bert), true) => bert,
+            _ => &self.bert,
+        }
+    }
+
+    /// Embeds `texts` (search queries when `query`, see [`Model::bert_for`]), returning vectors
+    /// in input order. `on_batch` is called after every batch and may return `false` to stop
+    /// early (the caller went away); the result is then `Ok(None)`.
     pub fn embed(
         &self,
         texts: &[String],
+        query: bool,
         mut on_batch: impl FnMut(BatchDone) -> bool,
     ) -> Result<Option<EmbedOutput>, EmbedError> {
         let total = texts.len();
         let mut done = 0;
-        self.embed_batches(texts, |indices, lengths| {
+        self.embed_batches(texts, query, |indices, lengths| {
             done += indices.len();
             let tokens = indices.iter().map(|&i| lengths[i]).sum();
             on_batch(BatchDone {
@@ -353,6 +376,7 @@ impl Model {
     pub fn embed_batches(
         &self,
         texts: &[String],
+        query: bool,
         mut on_batch: impl FnMut(&[usize], &[usize]) -> bool,
     ) -> Result<Option<EmbedOutput>, EmbedError> {
         let encodings = self.tokenize(texts)?;
@@ -363,7 +387,8 @@ impl Model {
         let lengths: Vec<usize> = encodings.iter().map(Encoding::len).collect();
         let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
         let batches = batch::plan(&lengths, self.batch_token_budget);
-        let finished = self.run_plan(&encodings, &batches, |b, vectors| {
+        let bert = self.bert_for(query);
+        let finished = self.run_plan(bert, &encodings, &batches, |b, vectors| {
             for (&idx, v) in batches[b].indices.iter().zip(vectors) {
                 out[idx] = v;
             }
@@ -390,6 +415,7 @@ impl Model {
     /// ingest's embedding time). Off the CPU each batch is one pass padded to its length.
     fn run_plan(
         &self,
+        bert: &Bert,
         encodings: &[Encoding],
         batches: &[batch::Batch],
         mut done: impl FnMut(usize, Vec<Vec<f32>>) -> bool,
@@ -425,7 +451,7 @@ impl Model {
         let run = |&(b, sl): &(usize, Slice)| -> SliceResult {
             let (ids, type_ids, mask) =
                 self.padded(&rows[b][sl.start..sl.start + sl.rows], sl.padded_len)?;
-            self.forward_pooled(&ids, &type_ids, &mask)
+            self.forward_pooled(bert, &ids, &type_ids, &mask)
         };
         let mut plan = PlanResults::new(batches.len(), &work);
         let lanes = if cpu {
@@ -524,12 +550,12 @@ impl Model {
 
     fn forward_pooled(
         &self,
+        bert: &Bert,
         ids: &Tensor,
         type_ids: &Tensor,
         mask: &Tensor,
     ) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let hidden = self
-            .bert
+        let hidden = bert
             .forward(ids, type_ids, mask)
             .map_err(EmbedError::inference)?;
         let pooled = self.pool(&hidden, mask).map_err(EmbedError::inference)?;

@@ -354,11 +354,13 @@ fn has_avx2() -> bool {
     }
 }
 
-/// What `auto` must pick on this CPU, given whether it has AVX-512 BF16 (never int8, which
-/// is opt-in: see `Precision::Int8`).
+/// What `auto` must pick on this CPU, given whether it has AVX-512 BF16: bf16, else int8
+/// where it has AVX2 and FMA, else f32.
 fn expected_auto(bf16: bool) -> Precision {
     if bf16 {
         Precision::Bf16
+    } else if has_avx2() {
+        Precision::Int8
     } else {
         Precision::F32
     }
@@ -392,7 +394,8 @@ async fn stays_within_cosine_099_of_f32(q: &Embedder) {
             .enumerate()
             .map(|(i, &n)| format!("passage {i}: {}", words(n + i % 7))),
     );
-    let exact = embedder().embed(texts.clone(), None).await.unwrap();
+    let f32e = embedder();
+    let exact = f32e.embed(texts.clone(), None).await.unwrap();
     let rounded = q.embed(texts.clone(), None).await.unwrap();
     let mut worst = 1.0f32;
     for (i, (a, b)) in exact.iter().zip(&rounded).enumerate() {
@@ -408,13 +411,23 @@ async fn stays_within_cosine_099_of_f32(q: &Embedder) {
     // Alone, a text is padded differently, so the f32 parts (attention) sum in a different
     // order; a difference in the last f32 bit can move a value across a rounding boundary,
     // so the two agree closely but not to f32's 1e-5.
+    // A search query is embedded by the query path: the same arithmetic as passages, except
+    // under int8, whose queries run at f32 (`Precision::Int8`): then it is f32's query.
     for (i, t) in texts.iter().enumerate().step_by(11) {
-        let alone = q.embed_query(t).await.unwrap();
+        let alone = q.embed(vec![t.clone()], None).await.unwrap().remove(0);
         let c = cosine(&rounded[i], &alone);
         assert!(
             c >= 0.9999,
-            "text {i}: {name} query alone vs in its batch: cosine {c}"
+            "text {i}: {name} passage alone vs in its batch: cosine {c}"
         );
+        let query = q.embed_query(t).await.unwrap();
+        let expected = if q.precision() == Precision::Int8 {
+            f32e.embed_query(t).await.unwrap()
+        } else {
+            alone
+        };
+        let d = max_abs_diff(&query, &expected);
+        assert!(d <= 1e-6, "text {i}: {name} query path: {d} from expected");
     }
 }
 
@@ -447,8 +460,8 @@ async fn bf16_stays_within_cosine_099_of_f32() {
     stays_within_cosine_099_of_f32(&bf16).await;
 }
 
-/// The 8-bit path (opt-in), on every CPU with AVX2, the AVX-512 machines included. Without
-/// AVX2, `int8` must refuse to load with a clear error.
+/// The 8-bit path, on every CPU with AVX2, the AVX-512 machines included (where `auto` picks
+/// bf16 instead). Without AVX2, `int8` must refuse to load with a clear error.
 #[tokio::test]
 async fn int8_stays_within_cosine_099_of_f32() {
     let mut cfg = EmbedConfig::new(model_dir());
