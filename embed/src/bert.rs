@@ -588,21 +588,85 @@ impl CustomOp2 for MaskedSoftmax {
         }
         let rows_per_batch = scores.len() / (b * k);
         let mut out = vec![0f32; scores.len()];
-        for (i, (src, dst)) in scores
-            .chunks_exact(k)
-            .zip(out.chunks_exact_mut(k))
-            .enumerate()
-        {
-            let bi = i / rows_per_batch;
-            softmax_row(src, &mask[bi * k..(bi + 1) * k], self.scale, dst);
-        }
+        softmax_rows(scores, mask, k, rows_per_batch, self.scale, &mut out);
         Ok((CpuStorage::F32(out), l1.shape().clone()))
+    }
+}
+
+/// Whether this CPU has AVX2 and FMA, for the element-wise loops below: the crate is built for
+/// the baseline x86-64 (SSE2: 4 lanes), so each loop also has a copy compiled for AVX2 (8
+/// lanes), chosen at run time. Rust never fuses a multiply and an add on its own, so the two
+/// copies compute the same roundings and agree bit for bit (tested).
+fn avx2_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Every row (of `k`) of `scores` into `out`, softmaxed after `· scale + mask`, where the mask
+/// row is the batch row's (`rows_per_batch` score rows each). Measured by `perf` on an int8
+/// ingest of 115 documents (rows of ~180 tokens): 12% of the samples in its baseline build.
+fn softmax_rows(
+    scores: &[f32],
+    mask: &[f32],
+    k: usize,
+    rows_per_batch: usize,
+    scale: f32,
+    out: &mut [f32],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if avx2_fma() {
+        #[allow(unsafe_code)]
+        // SAFETY: the CPU has AVX2 and FMA (just checked), all the function requires.
+        unsafe {
+            softmax_rows_avx2(scores, mask, k, rows_per_batch, scale, out);
+        }
+        return;
+    }
+    softmax_rows_any(scores, mask, k, rows_per_batch, scale, out);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn softmax_rows_avx2(
+    scores: &[f32],
+    mask: &[f32],
+    k: usize,
+    rows_per_batch: usize,
+    scale: f32,
+    out: &mut [f32],
+) {
+    softmax_rows_any(scores, mask, k, rows_per_batch, scale, out);
+}
+
+#[inline(always)]
+fn softmax_rows_any(
+    scores: &[f32],
+    mask: &[f32],
+    k: usize,
+    rows_per_batch: usize,
+    scale: f32,
+    out: &mut [f32],
+) {
+    for (i, (src, dst)) in scores
+        .chunks_exact(k)
+        .zip(out.chunks_exact_mut(k))
+        .enumerate()
+    {
+        let bi = i / rows_per_batch;
+        softmax_row(src, &mask[bi * k..(bi + 1) * k], scale, dst);
     }
 }
 
 /// Lanes of the partial maxima and sums, so that the reductions vectorize.
 const LANES: usize = 16;
 
+#[inline(always)]
 fn softmax_row(src: &[f32], mask: &[f32], scale: f32, dst: &mut [f32]) {
     let mut max = [f32::MIN; LANES];
     for ((d, &s), &m) in dst.iter_mut().zip(src).zip(mask) {
@@ -699,7 +763,28 @@ impl CustomOp1 for GeluErf {
     }
 }
 
+/// GELU of `src` into `dst`, in the AVX2 copy where the CPU has it (see [`avx2_fma`]).
 fn gelu_slice(src: &[f32], dst: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if avx2_fma() {
+        #[allow(unsafe_code)]
+        // SAFETY: the CPU has AVX2 and FMA (just checked), all the function requires.
+        unsafe {
+            gelu_slice_avx2(src, dst);
+        }
+        return;
+    }
+    gelu_slice_any(src, dst);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn gelu_slice_avx2(src: &[f32], dst: &mut [f32]) {
+    gelu_slice_any(src, dst);
+}
+
+#[inline(always)]
+fn gelu_slice_any(src: &[f32], dst: &mut [f32]) {
     for (d, &x) in dst.iter_mut().zip(src) {
         *d = gelu(x);
     }
@@ -736,7 +821,37 @@ pub(crate) fn erf(x: f32) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use super::{erf, exp, softmax_row};
+    use super::{
+        avx2_fma, erf, exp, gelu_slice, gelu_slice_any, softmax_row, softmax_rows, softmax_rows_any,
+    };
+
+    /// The run-time chosen copies (AVX2 here, where the CPU has it) against the baseline
+    /// build of the same loops, bit for bit, on rows of several lengths (lane multiples and
+    /// remainders), two batch rows with their own masks, and values across GELU's range.
+    #[test]
+    fn vector_copies_match_the_baseline_bit_for_bit() {
+        if !avx2_fma() {
+            println!("this CPU has no AVX2: one copy only");
+        }
+        for k in [1usize, 7, 16, 33, 180, 256] {
+            let rows_per_batch = 3;
+            let scores: Vec<f32> = (0..2 * rows_per_batch * k)
+                .map(|i| (i as f32 * 0.731).sin() * 9.0)
+                .collect();
+            let mask: Vec<f32> = (0..2 * k)
+                .map(|i| if i % k >= k - k / 5 { f32::MIN } else { 0.0 })
+                .collect();
+            let (mut a, mut b) = (vec![0f32; scores.len()], vec![0f32; scores.len()]);
+            softmax_rows(&scores, &mask, k, rows_per_batch, 0.125, &mut a);
+            softmax_rows_any(&scores, &mask, k, rows_per_batch, 0.125, &mut b);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&a), bits(&b), "softmax, rows of {k}");
+            let (mut a, mut b) = (vec![0f32; scores.len()], vec![0f32; scores.len()]);
+            gelu_slice(&scores, &mut a);
+            gelu_slice_any(&scores, &mut b);
+            assert_eq!(bits(&a), bits(&b), "gelu, {} values", scores.len());
+        }
+    }
 
     #[test]
     fn exp_matches_std() {
