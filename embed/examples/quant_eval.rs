@@ -162,11 +162,11 @@ fn main() {
             (qname.as_str(), &mine),
             (mname.as_str(), &mixed),
         ];
-        for (name, (cv, qv)) in runs {
-            // The spread of score errors over each query's f32 top 20 chunks: what decides
-            // whether two near-tied chunks swap (a shift common to all of them does not).
-            let mut spread = 0f64;
-            for (q, q32) in qv.iter().zip(&reference.1) {
+        // Each query's f32 top 20 chunks with their f32 scores.
+        let top20: Vec<Vec<(usize, f32)>> = reference
+            .1
+            .iter()
+            .map(|q32| {
                 let mut top: Vec<(usize, f32)> = reference
                     .0
                     .iter()
@@ -174,9 +174,17 @@ fn main() {
                     .map(|(i, c)| (i, dot(c, q32)))
                     .collect();
                 top.sort_by(|a, b| b.1.total_cmp(&a.1));
+                top.truncate(20);
+                top
+            })
+            .collect();
+        for (name, (cv, qv)) in runs {
+            // The spread of score errors over each query's f32 top 20 chunks: what decides
+            // whether two near-tied chunks swap (a shift common to all of them does not).
+            let mut spread = 0f64;
+            for (q, top) in qv.iter().zip(&top20) {
                 let errs: Vec<f64> = top
                     .iter()
-                    .take(20)
                     .map(|&(i, s)| f64::from(dot(&cv[i], q) - s))
                     .collect();
                 let m = errs.iter().sum::<f64>() / errs.len() as f64;

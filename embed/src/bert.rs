@@ -17,7 +17,7 @@ use candle_nn::{embedding, layer_norm, linear, Embedding, LayerNorm, Linear, Var
 use serde::Deserialize;
 
 use crate::bf16::PackedBf16;
-use crate::int8::PackedI8;
+use crate::int8::{supported as avx2_fma, PackedI8};
 use crate::Precision;
 
 /// The fields of a BERT `config.json` the encoder reads (Hugging Face's `BertConfig`; unknown
@@ -593,20 +593,10 @@ impl CustomOp2 for MaskedSoftmax {
     }
 }
 
-/// Whether this CPU has AVX2 and FMA, for the element-wise loops below: the crate is built for
-/// the baseline x86-64 (SSE2: 4 lanes), so each loop also has a copy compiled for AVX2 (8
-/// lanes), chosen at run time. Rust never fuses a multiply and an add on its own, so the two
-/// copies compute the same roundings and agree bit for bit (tested).
-fn avx2_fma() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
+// The element-wise loops below: the crate is built for the baseline x86-64 (SSE2: 4 lanes), so
+// each loop also has a copy compiled for AVX2 (8 lanes), chosen at run time where the CPU has
+// AVX2 and FMA (`avx2_fma`, the 8-bit kernel's own test). Rust never fuses a multiply and an
+// add on its own, so the two copies compute the same roundings and agree bit for bit (tested).
 
 /// Every row (of `k`) of `scores` into `out`, softmaxed after `· scale + mask`, where the mask
 /// row is the batch row's (`rows_per_batch` score rows each). Measured by `perf` on an int8
@@ -763,7 +753,7 @@ impl CustomOp1 for GeluErf {
     }
 }
 
-/// GELU of `src` into `dst`, in the AVX2 copy where the CPU has it (see [`avx2_fma`]).
+/// GELU of `src` into `dst`, in the AVX2 copy where the CPU has it (see `softmax_rows`).
 fn gelu_slice(src: &[f32], dst: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if avx2_fma() {

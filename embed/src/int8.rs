@@ -76,7 +76,8 @@ const ATOP: u8 = 181;
 // `vpmaddubsw` sums two byte products into an `i16`, saturating: the largest pair must fit.
 const _: () = assert!(2 * (ATOP as i32) * (WTOP as i32) <= i16::MAX as i32);
 
-/// Whether this CPU runs the 8-bit kernel (AVX2, and FMA for its store), decided at run time.
+/// Whether this CPU runs the 8-bit kernel (AVX2, and FMA for its store), decided at run time;
+/// also what picks the AVX2 copies of `bert`'s element-wise loops.
 pub(crate) fn supported() -> bool {
     #[cfg(target_arch = "x86_64")]
     {

@@ -21,7 +21,7 @@ pub enum EmbedPrecision {
     Bf16,
     /// Passages in 8-bit integers on AVX2 (weights per output column, activations per token,
     /// exact integer sums), search queries in f32, for CPUs without AVX-512 BF16: about
-    /// 1.6-1.8x the f32 throughput on a Zen 3; every vector within cosine 0.99 of f32's
+    /// 1.6-2.0x the f32 throughput on a Zen 3; every vector within cosine 0.99 of f32's
     /// (measured ≥ 0.9977), retrieval MRR@10 at most 0.005 below f32's (tested). The model
     /// does not load on CPUs without AVX2.
     Int8,
