@@ -84,7 +84,8 @@ mcp_pins=(
   uvicorn==0.55.0
 )
 # The ingest benchmark's Python pipeline (embed/bench/ingest_peer.py): pypdf and python-docx
-# (lxml is Debian's, typing_extensions comes with the MCP pins). Its own stamp as well.
+# (lxml is Debian's python3-lxml, installed here: a fresh machine does not have it;
+# typing_extensions comes with the MCP pins). Its own stamp as well.
 ingest_pins=(
   pypdf==7.1.1
   python-docx==1.2.0
@@ -109,6 +110,7 @@ install_extra() {
 install_extras() {
   install_extra "the MCP client" "$venv/.cairn-peer-mcp-stamp" \
     'import mcp, httpx2; from mcp.client.streamable_http import streamable_http_client' "${mcp_pins[@]}"
+  ensure_apt python3-lxml
   install_extra "the ingest peer" "$venv/.cairn-peer-ingest-stamp" 'import pypdf, docx' "${ingest_pins[@]}"
 }
 

@@ -3,7 +3,8 @@
 
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::Instant;
 
 use candle_core::{DType, Device, IndexOp, Tensor, D};
 use candle_nn::VarBuilder;
@@ -49,6 +50,10 @@ pub(crate) struct Model {
     /// [`Model::bert_for`]). `None` otherwise (queries and passages share `bert`).
     query_bert: Option<Bert>,
     lanes: Vec<rayon::ThreadPool>,
+    /// Where the next plan starts on `lanes` (round robin), so that plans smaller than the
+    /// lanes (a query, a one-slice document) do not all queue on the first lane while another
+    /// worker's plan may leave a different one idle.
+    next_lane: AtomicUsize,
     tokenizer: Tokenizer,
     device: Device,
     pub pooling: Pooling,
@@ -302,6 +307,7 @@ impl Model {
             bert,
             query_bert,
             lanes,
+            next_lane: AtomicUsize::new(0),
             tokenizer,
             device,
             pooling,
@@ -388,7 +394,7 @@ impl Model {
         let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
         let batches = batch::plan(&lengths, self.batch_token_budget);
         let bert = self.bert_for(query);
-        let finished = self.run_plan(bert, &encodings, &batches, |b, vectors| {
+        let finished = self.run_plan(bert, !query, &encodings, &batches, |b, vectors| {
             for (&idx, v) in batches[b].indices.iter().zip(vectors) {
                 out[idx] = v;
             }
@@ -413,9 +419,13 @@ impl Model {
     /// the next one, whichever batch it belongs to, so no lane waits at the end of a batch for
     /// the other lane's last slice (with a barrier per batch, two lanes were busy 82% of an
     /// ingest's embedding time). Off the CPU each batch is one pass padded to its length.
+    ///
+    /// Without `on_lanes` (search queries) everything runs on the calling thread: the query
+    /// thread, which has a pool of its own, so that a query never waits for an ingest's plans.
     fn run_plan(
         &self,
         bert: &Bert,
+        on_lanes: bool,
         encodings: &[Encoding],
         batches: &[batch::Batch],
         mut done: impl FnMut(usize, Vec<Vec<f32>>) -> bool,
@@ -454,17 +464,26 @@ impl Model {
             self.forward_pooled(bert, &ids, &type_ids, &mask)
         };
         let mut plan = PlanResults::new(batches.len(), &work);
-        let lanes = if cpu {
+        let lanes = if cpu && on_lanes {
             self.lanes.len().min(work.len())
         } else {
             0
         };
+        // The lanes this plan runs on, starting where the last plan did not.
+        let first = match self.lanes.len() {
+            0 => 0,
+            n => self.next_lane.fetch_add(1, Ordering::Relaxed) % n,
+        };
+        let mine: Vec<&rayon::ThreadPool> = (0..lanes)
+            .map(|i| &self.lanes[(first + i) % self.lanes.len()])
+            .collect();
         if lanes <= 1 {
-            // One lane (a query, or a single-lane embedder), or not on CPU: in order, here.
+            // One lane (a one-slice plan, or a single-lane embedder): in order, on it. No lane
+            // (a query, or not on CPU): in order, here.
             for (k, item) in work.iter().enumerate() {
-                let vectors = match self.lanes.first() {
-                    Some(lane) if lanes == 1 => lane.install(|| run(item))?,
-                    _ => run(item)?,
+                let vectors = match mine.first() {
+                    Some(lane) => lane.install(|| run(item))?,
+                    None => run(item)?,
                 };
                 if !plan.absorb(k, vectors, &mut done) {
                     return Ok(false);
@@ -474,21 +493,27 @@ impl Model {
         }
         let next = AtomicUsize::new(0);
         let stop = AtomicBool::new(false);
-        std::thread::scope(|scope| {
+        let started = Instant::now();
+        let busy_us = AtomicU64::new(0);
+        let outcome = std::thread::scope(|scope| {
             let (tx, rx) = std::sync::mpsc::channel::<(usize, SliceResult)>();
-            for lane in &self.lanes[..lanes] {
-                let (tx, work, run, next, stop) = (tx.clone(), &work, &run, &next, &stop);
+            for lane in mine {
+                let (tx, work, run, next, stop, busy_us) =
+                    (tx.clone(), &work, &run, &next, &stop, &busy_us);
                 scope.spawn(move || {
                     lane.install(|| {
                         while !stop.load(Ordering::Relaxed) {
                             let k = next.fetch_add(1, Ordering::Relaxed);
                             let Some(item) = work.get(k) else { break };
+                            let t = Instant::now();
                             // A panic in a kernel becomes this slice's error, not the lane's
                             // silent end: the plan then fails as a whole.
                             let result = std::panic::catch_unwind(AssertUnwindSafe(|| run(item)))
                                 .unwrap_or_else(|_| {
                                     Err(EmbedError::Inference("a compute lane panicked".into()))
                                 });
+                            let us = u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX);
+                            busy_us.fetch_add(us, Ordering::Relaxed);
                             if tx.send((k, result)).is_err() {
                                 break;
                             }
@@ -522,7 +547,17 @@ impl Model {
                 ));
             }
             outcome
-        })
+        });
+        // For tuning: `busy_ms` sums the lanes' time in slices; `wall_ms` also counts the wait
+        // behind another worker's plan on the same lanes.
+        tracing::debug!(
+            slices = work.len(),
+            lanes,
+            wall_ms = started.elapsed().as_secs_f64() * 1e3,
+            busy_ms = busy_us.load(Ordering::Relaxed) as f64 / 1e3,
+            "plan done"
+        );
+        outcome
     }
 
     /// `rows` padded to `padded_len`: token ids, token type ids and the attention mask.

@@ -559,3 +559,58 @@ async fn queued_requests_merged_into_one_plan_keep_their_own_vectors_and_progres
         assert_eq!(tokens, want, "request {r}: progress counts its own tokens");
     }
 }
+
+/// A search query never waits behind bulk work (it has a thread of its own): while long
+/// requests hold every bulk worker (one being embedded, its progress started and far from its
+/// end; the other waiting for the lanes behind it), `embed_query` answers, with the vector it
+/// gives when the embedder is idle. Before the query thread, the query queued behind whole
+/// requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_is_answered_while_long_requests_are_still_running() {
+    let mut cfg = EmbedConfig::new(model_dir());
+    // Small batches: the long requests report progress early and often.
+    cfg.batch_token_budget = 2048;
+    cfg.threads = 2;
+    let e = Embedder::load(cfg).expect("load model");
+    let q = "where is the northern archive of glass kept";
+    let idle = e.embed_query(q).await.unwrap();
+    let total = 2000;
+    let long = |r: usize| -> Vec<String> {
+        (0..total)
+            .map(|i| format!("bulk {r} {i}: {}", words(50 + i % 20)))
+            .collect()
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<BatchDone>();
+    let first = tokio::spawn({
+        let (e, texts) = (e.clone(), long(0));
+        async move { e.embed(texts, Some(tx)).await }
+    });
+    let mut done = rx
+        .recv()
+        .await
+        .expect("the long request reports progress")
+        .done;
+    assert!(done < total);
+    let second = tokio::spawn({
+        let (e, texts) = (e.clone(), long(1));
+        async move { e.embed(texts, None).await }
+    });
+    // The second worker takes the second request.
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let busy = e.embed_query(q).await.unwrap();
+    assert!(
+        !first.is_finished(),
+        "the query was answered only after the whole long request"
+    );
+    while let Ok(b) = rx.try_recv() {
+        done = b.done;
+    }
+    assert!(
+        done < total / 2,
+        "the query waited while {done} of the long request's {total} texts were embedded"
+    );
+    let d = max_abs_diff(&idle, &busy);
+    assert!(d <= 1e-6, "the query's vector under load differs by {d}");
+    first.abort();
+    second.abort();
+}

@@ -120,6 +120,7 @@ pub async fn load_embedder(cfg: &Config) -> Option<Embedder> {
         EmbedPrecision::Int8 => Precision::Int8,
         EmbedPrecision::Auto => Precision::Auto,
     };
+    embed_cfg.threads = cfg.embed_threads;
     let loaded = tokio::task::spawn_blocking(move || Embedder::load(embed_cfg)).await;
     match loaded {
         Ok(Ok(e)) => {

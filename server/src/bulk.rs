@@ -198,6 +198,7 @@ pub async fn ingest(
     let style = bar_style()?;
     let started = std::time::Instant::now();
     let mut pending: HashMap<i64, (ProgressBar, String)> = HashMap::new();
+    let mut ends = cairn.job_ends();
     let mut refused: Vec<(String, String)> = Vec::new();
     for f in &files {
         let name = f
@@ -239,10 +240,11 @@ pub async fn ingest(
     }
     // Wait on durable state, not on events: a job of ours may run in another process (a
     // server's workers on the same data directory claim jobs too), whose events never reach
-    // this one on SQLite. The jobs table says how every job ended, whoever ran it.
+    // this one on SQLite. The jobs table says how every job ended, whoever ran it; it is read
+    // every POLL, and at once when a job this process runs ends.
     let mut summary = Summary::default();
     while !pending.is_empty() {
-        tokio::time::sleep(POLL).await;
+        ends.wait(POLL).await;
         let ids: Vec<i64> = pending.keys().copied().collect();
         let mut jobs: HashMap<i64, _> = store
             .jobs(&ids)

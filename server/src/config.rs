@@ -99,6 +99,12 @@ pub struct Config {
     )]
     pub embed_precision: EmbedPrecision,
 
+    /// Embedding plans in flight at once, each on all the embedder's compute lanes (one per
+    /// core): with two, the next plan takes a lane as soon as the running one has nothing
+    /// left for it. Search queries have a thread of their own whatever this says.
+    #[arg(long, env = "CAIRN_EMBED_THREADS", default_value_t = cairn_embed::DEFAULT_THREADS, global = true)]
+    pub embed_threads: usize,
+
     /// Job workers in this process. Four by default, whatever the cores: an ingest job spends
     /// most of its time waiting on the embedder, and the embedder merges the requests that
     /// wait together into one plan, so more documents in flight keep its compute lanes busy
@@ -439,6 +445,7 @@ impl Config {
             graphql_max_complexity: 5000,
             embed_model: None,
             embed_precision: EmbedPrecision::Auto,
+            embed_threads: cairn_embed::DEFAULT_THREADS,
             workers: 2,
             job_lease_secs: 30,
             extract_timeout_secs: 120,

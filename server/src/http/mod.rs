@@ -127,7 +127,25 @@ pub fn router(state: HttpState, max_body: u64) -> Router {
             metrics_state,
             metrics::track,
         ))
-        .layer(TraceLayer::new_for_http())
+        .layer(TraceLayer::new_for_http().on_failure(log_failure))
+}
+
+/// tower-http logs every 5xx as an error. A 503 is Cairn saying "not yet" on purpose (the
+/// console's page while it builds, reloaded every 10 s; `/readyz` while the database is away,
+/// which logs its own warning), so it is logged at debug; everything else stays an error.
+fn log_failure(
+    class: tower_http::classify::ServerErrorsFailureClass,
+    latency: std::time::Duration,
+    _span: &tracing::Span,
+) {
+    use tower_http::classify::ServerErrorsFailureClass as Class;
+    let ms = latency.as_millis();
+    match class {
+        Class::StatusCode(StatusCode::SERVICE_UNAVAILABLE) => {
+            tracing::debug!(latency_ms = ms, "503 Service Unavailable");
+        }
+        class => tracing::error!(classification = %class, latency_ms = ms, "response failed"),
+    }
 }
 
 /// GraphiQL, from files Cairn serves itself (`/graphiql/*`, put into the console's folder by

@@ -120,6 +120,33 @@ pub struct Bootstrap {
     pub token: String,
 }
 
+/// The ends of the jobs this process runs, for a caller that otherwise polls the jobs table
+/// (`cairn ingest`): [`JobEnds::wait`] returns as soon as one ends here, or after its limit
+/// (a job another process runs, on the same data directory, sends nothing here).
+pub struct JobEnds(tokio::sync::broadcast::Receiver<Event>);
+
+impl JobEnds {
+    /// Until a job of this process ends (succeeded, failed or cancelled), at most `at_most`.
+    pub async fn wait(&mut self, at_most: std::time::Duration) {
+        use tokio::sync::broadcast::error::RecvError;
+        let ended = async {
+            loop {
+                match self.0.recv().await {
+                    Ok(Event {
+                        kind: EventKind::Job(j),
+                        ..
+                    }) if j.is_terminal() => return,
+                    Ok(_) => {}
+                    // Events were missed: one of them may have been an end.
+                    Err(RecvError::Lagged(_)) => return,
+                    Err(RecvError::Closed) => std::future::pending::<()>().await,
+                }
+            }
+        };
+        let _ = tokio::time::timeout(at_most, ended).await;
+    }
+}
+
 /// The application core shared by the HTTP server, the GraphQL schema and the CLI.
 #[derive(Clone, Debug)]
 pub struct Cairn {
@@ -154,6 +181,11 @@ pub const DEFAULT_OWNER: &str = "admin";
 pub const INITIAL_TOKEN_FILE: &str = "initial-token";
 
 impl Cairn {
+    /// See [`JobEnds`]; subscribe before queueing, so no end is missed.
+    pub fn job_ends(&self) -> JobEnds {
+        JobEnds(self.bus.subscribe())
+    }
+
     pub fn new(
         store: Store,
         bus: Bus,
