@@ -121,7 +121,8 @@ pub struct EmbedConfig {
     pub max_seq_len: usize,
     /// Most padded tokens (rows × longest row) in one forward pass.
     pub batch_token_budget: usize,
-    /// Worker threads, each serving whole requests (0 is taken as 1).
+    /// Bulk worker threads, each serving one plan at a time on every compute lane (0 is taken
+    /// as 1; default [`DEFAULT_THREADS`]). Search queries have one more thread of their own.
     pub threads: usize,
     /// Compute lanes: single-thread pools that run a batch's slices side by side (0: one per
     /// available core). See the crate docs' thread model.
