@@ -213,8 +213,8 @@ impl std::str::FromStr for Precision {
 }
 
 impl EmbedConfig {
-    /// The defaults for a model directory: 256 tokens, 16384 padded tokens per batch, 1 worker,
-    /// one compute lane per core.
+    /// The defaults for a model directory: 256 tokens, 16384 padded tokens per batch,
+    /// [`DEFAULT_THREADS`] workers, one compute lane per core, f32.
     pub fn new(model_dir: impl Into<PathBuf>) -> Self {
         Self {
             model_dir: model_dir.into(),

@@ -41,9 +41,10 @@ const SLICE_MIN_FILL: f64 = 0.8;
 /// op by op does (measured on 2 cores: op-level threads scaled 1.39x from 1 to 2 threads,
 /// because every op forks, joins and waits for its slowest half). A slice is at most
 /// [`CPU_SLICE_TOKENS`] padded tokens, padded to its own longest row, and a batch with rows
-/// enough is cut into at least one slice per lane ([`cpu_slices`]); a single row (a search
-/// query) runs on one lane. A lane that finishes takes the next slice not yet taken, from any
-/// batch of the plan ([`Model::run_plan`]): there is no barrier between batches.
+/// enough is cut into at least one slice per lane ([`cpu_slices`]); a plan of one slice runs
+/// on one lane, and search queries on none (the query thread runs them itself). A lane that
+/// finishes takes the next slice not yet taken, from any batch of the plan
+/// ([`Model::run_plan`]): there is no barrier between batches.
 pub(crate) struct Model {
     bert: Bert,
     /// Where `bert` is 8-bit: the f32 model, which embeds search queries (see
