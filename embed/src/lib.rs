@@ -89,13 +89,13 @@ mod model;
 
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use tokio::sync::{mpsc, oneshot};
 
 pub use error::EmbedError;
 
-use model::Model;
+use model::{Layout, Model};
 
 /// Default truncation length in tokens (sentence-transformers' `max_seq_length` for MiniLM).
 pub const DEFAULT_MAX_SEQ_LEN: usize = 256;
@@ -273,7 +273,7 @@ pub struct Embedder {
     /// Search queries: served by a thread of their own (see [`query_worker`]).
     queries: mpsc::Sender<Job>,
     info: Arc<Info>,
-    model: Arc<Model>,
+    model: Arc<Loaded>,
 }
 
 impl std::fmt::Debug for Embedder {
@@ -284,35 +284,86 @@ impl std::fmt::Debug for Embedder {
     }
 }
 
-impl Embedder {
-    /// Loads the model directory and starts the worker thread(s). Blocking (reads the weights).
-    pub fn load(cfg: EmbedConfig) -> Result<Self, EmbedError> {
-        let model = Arc::new(Model::load(&cfg)?);
-        let model_name = std::fs::canonicalize(&cfg.model_dir)
-            .ok()
-            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-            .unwrap_or_else(|| cfg.model_dir.display().to_string());
-        let info = Arc::new(Info {
-            model_name,
-            dim: model.dim,
-            max_seq_len: model.max_seq_len,
-            pooling: model.pooling,
-            normalize: model.normalize,
-            device: model.device_name(),
-            precision: model.precision,
-        });
-        let (tx, rx) = mpsc::channel::<Job>(QUEUE_CAPACITY);
-        let rx = Arc::new(Mutex::new(rx));
-        let threads = cfg.threads.max(1);
-        for n in 0..threads {
-            let model = Arc::clone(&model);
+/// The model once its weights are read: at once after [`Embedder::load`], some time after
+/// [`Embedder::start`].
+struct Loaded {
+    state: Mutex<Option<Result<Arc<Model>, String>>>,
+    ready: Condvar,
+}
+
+impl Loaded {
+    fn new() -> Self {
+        Self {
+            state: Mutex::new(None),
+            ready: Condvar::new(),
+        }
+    }
+
+    fn set(&self, outcome: Result<Arc<Model>, String>) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        *state = Some(outcome);
+        self.ready.notify_all();
+    }
+
+    /// Blocks until the load ended; the model, or why it did not load.
+    fn wait(&self) -> Result<Arc<Model>, EmbedError> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            match &*state {
+                Some(Ok(model)) => return Ok(Arc::clone(model)),
+                Some(Err(why)) => return Err(EmbedError::ModelLoad(why.clone())),
+                None => {
+                    state = self
+                        .ready
+                        .wait(state)
+                        .unwrap_or_else(PoisonError::into_inner)
+                }
+            }
+        }
+    }
+}
+
+/// The loading thread's part of an [`Embedder`] (see [`Embedder::clone_detached`]).
+struct Detached {
+    info: Arc<Info>,
+    model: Arc<Loaded>,
+}
+
+impl Detached {}
+
+fn log_loaded(info: &Info, threads: usize, took: Option<std::time::Duration>) {
+    tracing::info!(
+        model = %info.model_name,
+        dim = info.dim,
+        max_seq_len = info.max_seq_len,
+        pooling = ?info.pooling,
+        normalize = info.normalize,
+        device = info.device,
+        precision = %info.precision,
+        threads = threads.max(1),
+        load_ms = took.map(|t| t.as_secs_f64() * 1e3),
+        "embedder loaded"
+    );
+}
+
+/// The receiving ends of an embedder's two queues, before anything serves them.
+struct Queues {
+    bulk: mpsc::Receiver<Job>,
+    queries: mpsc::Receiver<Job>,
+}
+
+impl Queues {
+    /// Starts `threads` workers on the bulk queue and the query thread.
+    fn serve(self, model: &Arc<Model>, threads: usize) -> Result<(), EmbedError> {
+        let rx = Arc::new(Mutex::new(self.bulk));
+        for n in 0..threads.max(1) {
+            let model = Arc::clone(model);
             let rx = Arc::clone(&rx);
             std::thread::Builder::new()
                 .name(format!("cairn-embed-{n}"))
                 .spawn(move || worker(&model, &rx))
                 .map_err(|e| EmbedError::load("spawning embedding worker thread", e))?;
         }
-        let (queries, query_rx) = mpsc::channel::<Job>(QUEUE_CAPACITY);
         // The query thread's own pool of one thread: candle's kernels look for the current
         // rayon pool, and the global one would split a query's ops across the busy cores.
         let pool = rayon::ThreadPoolBuilder::new()
@@ -320,32 +371,132 @@ impl Embedder {
             .thread_name(|_| "cairn-embed-query".to_owned())
             .build()
             .map_err(|e| EmbedError::load("starting the query thread", e))?;
-        {
-            let model = Arc::clone(&model);
-            std::thread::Builder::new()
-                .name("cairn-embed-queries".to_owned())
-                .spawn(move || query_worker(&model, &pool, query_rx))
-                .map_err(|e| EmbedError::load("spawning the query thread", e))?;
-        }
-        tracing::info!(
-            model = %info.model_name,
-            dim = info.dim,
-            max_seq_len = info.max_seq_len,
-            pooling = ?info.pooling,
-            normalize = info.normalize,
-            device = info.device,
-            precision = %info.precision,
-            threads,
-            "embedder loaded"
-        );
-        Ok(Self {
-            queue: tx,
-            queries,
-            info,
-            model,
-        })
+        let model = Arc::clone(model);
+        let queries = self.queries;
+        std::thread::Builder::new()
+            .name("cairn-embed-queries".to_owned())
+            .spawn(move || query_worker(&model, &pool, queries))
+            .map_err(|e| EmbedError::load("spawning the query thread", e))?;
+        Ok(())
     }
 
+    /// Answers every request, until the handles are gone, with why the model did not load.
+    fn refuse(self, why: &str) {
+        let Self {
+            mut bulk,
+            mut queries,
+        } = self;
+        let refused = why.to_owned();
+        let spawned = std::thread::Builder::new()
+            .name("cairn-embed-queries".to_owned())
+            .spawn(move || {
+                while let Some(job) = queries.blocking_recv() {
+                    let _ = job.reply.send(Err(EmbedError::ModelLoad(refused.clone())));
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::error!(error = %e, "spawning the query thread");
+        }
+        while let Some(job) = bulk.blocking_recv() {
+            let _ = job.reply.send(Err(EmbedError::ModelLoad(why.to_owned())));
+        }
+    }
+}
+
+impl Embedder {
+    /// Loads the model directory and starts the worker thread(s). Blocking (reads the weights).
+    pub fn load(cfg: EmbedConfig) -> Result<Self, EmbedError> {
+        let layout = Layout::read(&cfg)?;
+        let (embedder, queues) = Self::handle(&cfg, &layout);
+        let model = Arc::new(Model::load(&cfg, layout)?);
+        embedder.model.set(Ok(Arc::clone(&model)));
+        queues.serve(&model, cfg.threads)?;
+        log_loaded(&embedder.info, cfg.threads, None);
+        Ok(embedder)
+    }
+
+    /// Checks the model directory and returns at once (blocking only to read its small JSON
+    /// files), while the weights and the tokenizer load on a thread of their own (~0.3 s for
+    /// MiniLM on 2 cores): requests made meanwhile wait for them, so a server or `cairn
+    /// ingest` opens its database, takes uploads and extracts the first documents during the
+    /// load instead of after it. A directory that is missing, or whose `config.json`, pooling,
+    /// weights or tokenizer file is missing or wrong, or a precision the CPU lacks, fails here
+    /// as in [`Embedder::load`]; weights that turn out unreadable fail every request with
+    /// [`EmbedError::ModelLoad`] (and an `error!` line at the moment the load fails).
+    pub fn start(cfg: EmbedConfig) -> Result<Self, EmbedError> {
+        let layout = Layout::read(&cfg)?;
+        let (embedder, queues) = Self::handle(&cfg, &layout);
+        let handle = embedder.clone_detached();
+        std::thread::Builder::new()
+            .name("cairn-embed-load".to_owned())
+            .spawn(move || {
+                let started = std::time::Instant::now();
+                let loaded = Model::load(&cfg, layout).map(Arc::new);
+                match loaded {
+                    Ok(model) => {
+                        handle.model.set(Ok(Arc::clone(&model)));
+                        match queues.serve(&model, cfg.threads) {
+                            Ok(()) => {
+                                log_loaded(&handle.info, cfg.threads, Some(started.elapsed()));
+                            }
+                            Err(e) => tracing::error!(error = %e, "the embedder did not start"),
+                        }
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, dir = %cfg.model_dir.display(),
+                            "the embedding model did not load: every embedding request fails");
+                        let why = match e {
+                            EmbedError::ModelLoad(why) => why,
+                            other => other.to_string(),
+                        };
+                        handle.model.set(Err(why.clone()));
+                        queues.refuse(&why);
+                    }
+                }
+            })
+            .map_err(|e| EmbedError::load("spawning the model-loading thread", e))?;
+        Ok(embedder)
+    }
+
+    /// A handle and its queues' receiving ends, described from `layout`.
+    fn handle(cfg: &EmbedConfig, layout: &Layout) -> (Self, Queues) {
+        let model_name = std::fs::canonicalize(&cfg.model_dir)
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| cfg.model_dir.display().to_string());
+        let info = Arc::new(Info {
+            model_name,
+            dim: layout.dim(),
+            max_seq_len: layout.max_seq_len,
+            pooling: layout.pooling,
+            normalize: layout.normalize,
+            device: layout.device_name(),
+            precision: layout.precision,
+        });
+        let (queue, bulk) = mpsc::channel::<Job>(QUEUE_CAPACITY);
+        let (queries, query_rx) = mpsc::channel::<Job>(QUEUE_CAPACITY);
+        (
+            Self {
+                queue,
+                queries,
+                info,
+                model: Arc::new(Loaded::new()),
+            },
+            Queues {
+                bulk,
+                queries: query_rx,
+            },
+        )
+    }
+
+    /// What the loading thread keeps: the description and the model's slot, not the senders
+    /// (holding those would keep the queues open after the last real handle is dropped).
+    fn clone_detached(&self) -> Detached {
+        Detached {
+            info: Arc::clone(&self.info),
+            model: Arc::clone(&self.model),
+        }
+    }
     /// Embedding dimension (the model's hidden size).
     pub fn dim(&self) -> usize {
         self.info.dim
@@ -383,9 +534,10 @@ impl Embedder {
 
     /// The token ids the model sees for `text` (special tokens included, truncated at
     /// `max_seq_len`). Runs the tokenizer on the calling thread: cheap, but CPU work, so keep
-    /// it to single texts on an async runtime (chunk sizing, tests).
+    /// it to single texts on an async runtime (chunk sizing, tests). After
+    /// [`Embedder::start`], it first waits for the model to load.
     pub fn tokenize(&self, text: &str) -> Result<Vec<u32>, EmbedError> {
-        let mut encodings = self.model.tokenize(&[text.to_owned()])?;
+        let mut encodings = self.model.wait()?.tokenize(&[text.to_owned()])?;
         Ok(encodings
             .pop()
             .map(|e| e.get_ids().to_vec())

@@ -59,11 +59,8 @@ pub(crate) struct Model {
     device: Device,
     pub pooling: Pooling,
     pub normalize: bool,
-    pub dim: usize,
     pub max_seq_len: usize,
     pub batch_token_budget: usize,
-    /// Resolved: `F32`, `Bf16` or `Int8`.
-    pub precision: Precision,
     pad_id: u32,
 }
 
@@ -153,6 +150,14 @@ fn read_pooling(pooling_dir: &Path) -> Result<Pooling, EmbedError> {
     }
 }
 
+fn device_name(device: &Device) -> &'static str {
+    match device {
+        Device::Cpu => "cpu",
+        Device::Cuda(_) => "cuda",
+        Device::Metal(_) => "metal",
+    }
+}
+
 fn select_device() -> Result<Device, EmbedError> {
     #[cfg(feature = "cuda")]
     {
@@ -196,8 +201,24 @@ fn calibrate(
     Ok(all)
 }
 
-impl Model {
-    pub fn load(cfg: &EmbedConfig) -> Result<Self, EmbedError> {
+/// What a model directory declares, read without its weights or tokenizer (a few small JSON
+/// files): enough to describe the embedder, and to refuse a directory or a setting that cannot
+/// load before anything heavy is read. [`Model::load`] starts from it; `Embedder::start`
+/// describes the embedder from it while the weights load on a thread of their own.
+pub struct Layout {
+    bert_cfg: BertConfig,
+    device: Device,
+    weights_path: PathBuf,
+    tokenizer_path: PathBuf,
+    pub pooling: Pooling,
+    pub normalize: bool,
+    pub max_seq_len: usize,
+    /// Resolved: `F32`, `Bf16` or `Int8`.
+    pub precision: Precision,
+}
+
+impl Layout {
+    pub fn read(cfg: &EmbedConfig) -> Result<Self, EmbedError> {
         let dir = &cfg.model_dir;
         if !dir.is_dir() {
             return Err(EmbedError::ModelLoad(format!(
@@ -225,7 +246,69 @@ impl Model {
             cfg.max_seq_len
         };
 
+        let precision = match cfg.precision {
+            Precision::Auto if !device.is_cpu() => Precision::F32,
+            p => p.resolve(),
+        };
+        if precision == Precision::Bf16 && !(crate::bf16::supported() && device.is_cpu()) {
+            return Err(EmbedError::ModelLoad(
+                "precision bf16 needs a CPU with AVX-512 BF16 (use f32, or auto to pick per CPU)"
+                    .into(),
+            ));
+        }
+        if precision == Precision::Int8 && !(crate::int8::supported() && device.is_cpu()) {
+            return Err(EmbedError::ModelLoad(
+                "precision int8 needs a CPU with AVX2 (use f32, or auto to pick per CPU)".into(),
+            ));
+        }
+        let (pooling_dir, normalize) = read_modules(dir)?;
+        let pooling = read_pooling(&pooling_dir)?;
         let weights_path = dir.join("model.safetensors");
+        let tokenizer_path = dir.join("tokenizer.json");
+        for file in [&weights_path, &tokenizer_path] {
+            if !file.is_file() {
+                return Err(EmbedError::ModelLoad(format!(
+                    "{} is missing",
+                    file.display()
+                )));
+            }
+        }
+        Ok(Self {
+            bert_cfg,
+            device,
+            weights_path,
+            tokenizer_path,
+            pooling,
+            normalize,
+            max_seq_len,
+            precision,
+        })
+    }
+
+    /// The embedding dimension (the model's hidden size).
+    pub fn dim(&self) -> usize {
+        self.bert_cfg.hidden_size
+    }
+
+    pub fn device_name(&self) -> &'static str {
+        device_name(&self.device)
+    }
+}
+
+impl Model {
+    /// Reads the weights and the tokenizer of the directory `layout` describes (blocking; the
+    /// heavy part of a load: ~0.3 s on 2 cores for MiniLM in bf16), and starts the lanes.
+    pub fn load(cfg: &EmbedConfig, layout: Layout) -> Result<Self, EmbedError> {
+        let Layout {
+            bert_cfg,
+            device,
+            weights_path,
+            tokenizer_path,
+            pooling,
+            normalize,
+            max_seq_len,
+            precision,
+        } = layout;
         let tensors = candle_core::safetensors::load(&weights_path, &device)
             .map_err(|e| EmbedError::load(format!("reading {}", weights_path.display()), e))?;
         let prefix = tensors
@@ -245,22 +328,6 @@ impl Model {
         } else {
             vb.pp(&prefix)
         };
-        let precision = match cfg.precision {
-            Precision::Auto if !device.is_cpu() => Precision::F32,
-            p => p.resolve(),
-        };
-        if precision == Precision::Bf16 && !(crate::bf16::supported() && device.is_cpu()) {
-            return Err(EmbedError::ModelLoad(
-                "precision bf16 needs a CPU with AVX-512 BF16 (use f32, or auto to pick per CPU)"
-                    .into(),
-            ));
-        }
-        if precision == Precision::Int8 && !(crate::int8::supported() && device.is_cpu()) {
-            return Err(EmbedError::ModelLoad(
-                "precision int8 needs a CPU with AVX2 (use f32, or auto to pick per CPU)".into(),
-            ));
-        }
-        let tokenizer_path = dir.join("tokenizer.json");
         let mut tokenizer = Tokenizer::from_file(&tokenizer_path).map_err(|e| {
             EmbedError::Tokenizer(format!("loading {}: {e}", tokenizer_path.display()))
         })?;
@@ -287,8 +354,6 @@ impl Model {
             EmbedError::load(format!("building BERT from {}", weights_path.display()), e)
         })?;
 
-        let (pooling_dir, normalize) = read_modules(dir)?;
-        let pooling = read_pooling(&pooling_dir)?;
         let pad_id = u32::try_from(bert_cfg.pad_token_id).unwrap_or(0);
         let lane_count = match cfg.compute_threads {
             0 => std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
@@ -313,20 +378,10 @@ impl Model {
             device,
             pooling,
             normalize,
-            dim: bert_cfg.hidden_size,
             max_seq_len,
             batch_token_budget: cfg.batch_token_budget.max(1),
-            precision,
             pad_id,
         })
-    }
-
-    pub fn device_name(&self) -> &'static str {
-        match self.device {
-            Device::Cpu => "cpu",
-            Device::Cuda(_) => "cuda",
-            Device::Metal(_) => "metal",
-        }
     }
 
     /// Tokenizes with the configured truncation; returns the encodings and, per input, whether

@@ -614,3 +614,88 @@ async fn a_query_is_answered_while_long_requests_are_still_running() {
     first.abort();
     second.abort();
 }
+
+/// A copy of the model directory (symlinks to its files) with `model.safetensors` replaced by
+/// `weights` bytes.
+fn dir_with_weights(weights: &[u8]) -> tempfile::TempDir {
+    let src = model_dir();
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_name() != "model.safetensors" {
+            std::os::unix::fs::symlink(entry.path(), dir.path().join(entry.file_name())).unwrap();
+        }
+    }
+    std::fs::write(dir.path().join("model.safetensors"), weights).unwrap();
+    dir
+}
+
+#[tokio::test]
+async fn a_started_embedder_describes_itself_at_once_and_embeds_as_a_loaded_one() {
+    // `start` returns before the weights are read; what it says of itself and the vectors
+    // it gives are those of `load`.
+    let fx = fixture();
+    let loaded = embedder();
+    let started = Embedder::start(EmbedConfig::new(model_dir())).unwrap();
+    assert_eq!(started.dim(), loaded.dim());
+    assert_eq!(started.max_seq_len(), loaded.max_seq_len());
+    assert_eq!(started.pooling(), loaded.pooling());
+    assert_eq!(started.normalizes(), loaded.normalizes());
+    assert_eq!(started.precision(), loaded.precision());
+    assert_eq!(started.model_name(), loaded.model_name());
+    // Requests made during the load wait for it: a query and a bulk request at once.
+    let (q, v) = tokio::join!(
+        started.embed_query(&fx.sentences[0]),
+        started.embed(fx.sentences.clone(), None)
+    );
+    let (q, v) = (q.unwrap(), v.unwrap());
+    let want = loaded.embed(fx.sentences.clone(), None).await.unwrap();
+    // (Within rounding: the shared embedder may batch these with another test's texts.)
+    for (a, b) in v.iter().zip(&want) {
+        assert!(
+            max_abs_diff(a, b) <= 1e-5,
+            "the same model, the same vectors"
+        );
+    }
+    assert!(max_abs_diff(&q, &loaded.embed_query(&fx.sentences[0]).await.unwrap()) <= 1e-5);
+    assert_eq!(
+        started.tokenize(&fx.sentences[0]).unwrap(),
+        loaded.tokenize(&fx.sentences[0]).unwrap()
+    );
+}
+
+#[tokio::test]
+async fn weights_that_do_not_load_fail_every_request_of_a_started_embedder() {
+    // What `load` refuses at once, `start` refuses as soon as it knows: the directory is
+    // checked before it returns ...
+    let no_weights = dir_with_weights(b"");
+    std::fs::remove_file(no_weights.path().join("model.safetensors")).unwrap();
+    match Embedder::start(EmbedConfig::new(no_weights.path())) {
+        Err(EmbedError::ModelLoad(msg)) => assert!(msg.contains("model.safetensors"), "{msg}"),
+        other => panic!("expected ModelLoad, got {other:?}"),
+    }
+    // ... and weights that are there but unreadable fail every request, bulk, query and
+    // tokenizer alike, with the load's reason, instead of leaving a caller waiting.
+    let corrupt = dir_with_weights(b"not a safetensors file");
+    assert!(matches!(
+        Embedder::load(EmbedConfig::new(corrupt.path())),
+        Err(EmbedError::ModelLoad(_))
+    ));
+    let e = Embedder::start(EmbedConfig::new(corrupt.path())).unwrap();
+    let wait = std::time::Duration::from_secs(60);
+    let bulk = tokio::time::timeout(wait, e.embed(vec!["a kettle".into()], None))
+        .await
+        .expect("a request to a model that did not load is answered");
+    match bulk {
+        Err(EmbedError::ModelLoad(msg)) => assert!(msg.contains("model.safetensors"), "{msg}"),
+        other => panic!("expected ModelLoad, got {other:?}"),
+    }
+    let query = tokio::time::timeout(wait, e.embed_query("a kettle"))
+        .await
+        .expect("a query to a model that did not load is answered");
+    assert!(matches!(query, Err(EmbedError::ModelLoad(_))), "{query:?}");
+    assert!(matches!(
+        e.tokenize("a kettle"),
+        Err(EmbedError::ModelLoad(_))
+    ));
+}

@@ -110,8 +110,10 @@ impl Running {
     }
 }
 
-/// Loads the embedding model on a blocking thread. A missing model is not fatal: the server
-/// starts, and ingest jobs fail with a message saying how to get the model.
+/// Starts the embedder: the model directory is checked here (on a blocking thread), its
+/// weights load on the embedder's own thread while the caller opens the database and takes
+/// work (requests wait for them; see `Embedder::start`). A missing model is not fatal: the
+/// server starts, and ingest jobs fail with a message saying how to get the model.
 pub async fn load_embedder(cfg: &Config) -> Option<Embedder> {
     let mut embed_cfg = EmbedConfig::new(cfg.embed_model_dir());
     embed_cfg.precision = match cfg.embed_precision {
@@ -121,14 +123,14 @@ pub async fn load_embedder(cfg: &Config) -> Option<Embedder> {
         EmbedPrecision::Auto => Precision::Auto,
     };
     embed_cfg.threads = cfg.embed_threads;
-    let loaded = tokio::task::spawn_blocking(move || Embedder::load(embed_cfg)).await;
+    let loaded = tokio::task::spawn_blocking(move || Embedder::start(embed_cfg)).await;
     match loaded {
         Ok(Ok(e)) => {
             tracing::info!(
                 model = e.model_name(),
                 dim = e.dim(),
                 precision = %e.precision(),
-                "embedding model loaded"
+                "embedding model loading"
             );
             Some(e)
         }

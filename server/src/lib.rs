@@ -64,6 +64,6 @@ pub mod testing;
 
 pub use events::{Bus, Event, EventKind, JobEvent};
 pub use graphql::sdl;
-pub use ingest::isolate::child_main as extraction_child_main;
+pub use ingest::isolate::{child_main as extraction_child_main, COMMAND as EXTRACTION_COMMAND};
 pub use jobs::{IngestResult, JobResult, KgResult, ProcessResult};
 pub use store::{Store, StoreError};

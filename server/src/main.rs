@@ -24,6 +24,54 @@ struct Cli {
     command: Command,
 }
 
+/// The extraction child's arguments (`cairn __extract`, run by an ingest job once per file so a
+/// hostile file cannot take the server down; see `cairn::extraction_child_main`). Parsed on
+/// their own, before the async runtime and the server's configuration exist: the child needs
+/// neither, and it runs once per ingested file.
+#[derive(Parser)]
+#[command(name = "cairn __extract")]
+struct ExtractArgs {
+    path: std::path::PathBuf,
+    #[arg(long)]
+    filename: String,
+    #[arg(long, default_value_t = 2048)]
+    memory_mb: u64,
+    /// OCR (all `--ocr-…` options come from the parent; without `--ocr-tesseract`, none).
+    #[arg(long)]
+    ocr_tesseract: Option<std::path::PathBuf>,
+    #[arg(long)]
+    ocr_pdftoppm: Option<std::path::PathBuf>,
+    #[arg(long)]
+    ocr_prlimit: Option<std::path::PathBuf>,
+    #[arg(long, default_value = "eng")]
+    ocr_language: String,
+    #[arg(long, default_value_t = 300)]
+    ocr_dpi: u32,
+    #[arg(long, default_value_t = 60)]
+    ocr_page_secs: u64,
+    #[arg(long, default_value_t = 1024)]
+    ocr_page_mb: u64,
+    #[arg(long, default_value_t = 1)]
+    ocr_jobs: usize,
+}
+
+fn extract_main() -> ExitCode {
+    // The command word stands where clap expects the program's name.
+    let a = ExtractArgs::parse_from(std::env::args_os().skip(1));
+    let ocr = a.ocr_tesseract.map(|tesseract| cairn_extract::ocr::Ocr {
+        tesseract,
+        pdftoppm: a.ocr_pdftoppm,
+        prlimit: a.ocr_prlimit,
+        language: a.ocr_language,
+        dpi: a.ocr_dpi,
+        page_timeout: std::time::Duration::from_secs(a.ocr_page_secs.max(1)),
+        page_memory_mb: a.ocr_page_mb,
+        jobs: a.ocr_jobs.max(1),
+    });
+    let code = cairn::extraction_child_main(&a.path, &a.filename, a.memory_mb, ocr.as_ref());
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Run the server (console and API).
@@ -41,33 +89,6 @@ enum Command {
     Token(TokenCommand),
     /// Print the GraphQL schema (SDL).
     Schema,
-    /// Internal: extract one stored file's text to stdout under a memory limit (run by the
-    /// ingest job as a child process, so a hostile file cannot take the server down).
-    #[command(name = "__extract", hide = true)]
-    Extract {
-        path: std::path::PathBuf,
-        #[arg(long)]
-        filename: String,
-        #[arg(long, default_value_t = 2048)]
-        memory_mb: u64,
-        /// OCR (all `--ocr-…` options come from the parent; without `--ocr-tesseract`, none).
-        #[arg(long)]
-        ocr_tesseract: Option<std::path::PathBuf>,
-        #[arg(long)]
-        ocr_pdftoppm: Option<std::path::PathBuf>,
-        #[arg(long)]
-        ocr_prlimit: Option<std::path::PathBuf>,
-        #[arg(long, default_value = "eng")]
-        ocr_language: String,
-        #[arg(long, default_value_t = 300)]
-        ocr_dpi: u32,
-        #[arg(long, default_value_t = 60)]
-        ocr_page_secs: u64,
-        #[arg(long, default_value_t = 1024)]
-        ocr_page_mb: u64,
-        #[arg(long, default_value_t = 1)]
-        ocr_jobs: usize,
-    },
     /// Bulk-load files or directories (recursively) into a corpus, with progress bars.
     Ingest {
         /// Files or directories.
@@ -179,6 +200,15 @@ fn init_tracing(format: LogFormat) {
 }
 
 fn main() -> ExitCode {
+    // The extraction child first: it is started once per ingested file, and the server's
+    // configuration (dozens of options, each with its environment variable), the async runtime
+    // and the logger would be most of its start-up.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == cairn::EXTRACTION_COMMAND)
+    {
+        return extract_main();
+    }
     // Before the runtime's threads exist (it sets an environment variable).
     cairn_embed::configure_process();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -218,32 +248,6 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Schema => {
             print!("{}", cairn::sdl());
             Ok(())
-        }
-        Command::Extract {
-            path,
-            filename,
-            memory_mb,
-            ocr_tesseract,
-            ocr_pdftoppm,
-            ocr_prlimit,
-            ocr_language,
-            ocr_dpi,
-            ocr_page_secs,
-            ocr_page_mb,
-            ocr_jobs,
-        } => {
-            let ocr = ocr_tesseract.map(|tesseract| cairn_extract::ocr::Ocr {
-                tesseract,
-                pdftoppm: ocr_pdftoppm,
-                prlimit: ocr_prlimit,
-                language: ocr_language,
-                dpi: ocr_dpi,
-                page_timeout: std::time::Duration::from_secs(ocr_page_secs.max(1)),
-                page_memory_mb: ocr_page_mb,
-                jobs: ocr_jobs.max(1),
-            });
-            let code = cairn::extraction_child_main(&path, &filename, memory_mb, ocr.as_ref());
-            std::process::exit(code)
         }
         Command::Ingest {
             paths,

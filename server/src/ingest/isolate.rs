@@ -18,6 +18,10 @@ use std::time::Duration;
 use cairn_extract::ocr::Ocr;
 use cairn_extract::{detect, extract_with_ocr, Limits};
 
+/// The child's command word: `cairn __extract …` (hidden from `--help`; `main` dispatches on it
+/// before anything else starts).
+pub const COMMAND: &str = "__extract";
+
 /// Exit codes of the child.
 const EXIT_REFUSED: i32 = 2;
 const EXIT_IO: i32 = 3;
@@ -115,7 +119,7 @@ pub async fn extract_in_child(
     let child = tokio::process::Command::new(bin)
         .env_clear()
         .env("RUST_LOG", "error")
-        .arg("__extract")
+        .arg(COMMAND)
         .arg(format!("--filename={filename}"))
         .arg(format!("--memory-mb={memory_mb}"))
         .args(ocr_args(ocr))

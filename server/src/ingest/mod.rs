@@ -252,7 +252,7 @@ impl Runner for IngestRunner {
                         self.store.insert_usage(embed_usage(job, &model, b.tokens)).await?;
                         ctx.progress("embedding", Some(b.done as i64), Some(total)).await?;
                     }
-                    r = &mut fut => break r.map_err(|e| JobError::Transient(format!("embedding failed: {e}")))?,
+                    r = &mut fut => break r.map_err(embed_failed)?,
                 }
             };
             // Batches that finished together with the last one.
@@ -347,6 +347,17 @@ impl Runner for IngestRunner {
 #[derive(Clone, Debug)]
 pub struct IngestSettings {
     pub max_upload_bytes: u64,
+}
+
+/// A model that did not load fails the job for good (retrying cannot help, and the server's
+/// log says why); anything else may pass.
+fn embed_failed(e: cairn_embed::EmbedError) -> JobError {
+    match e {
+        cairn_embed::EmbedError::ModelLoad(why) => JobError::Permanent(format!(
+            "the embedding model did not load ({why}): fix CAIRN_EMBED_MODEL or run scripts/fetch-model.sh, then upload again"
+        )),
+        other => JobError::Transient(format!("embedding failed: {other}")),
+    }
 }
 
 /// The `usage` row of one embedded batch of an ingest job.
