@@ -11,8 +11,9 @@
 #     CAIRN_EMBED_PRECISION=f32 and =auto (bf16 where the CPU has AVX-512 BF16);
 #   - embed/bench/ingest_peer.py: pypdf, python-docx, lxml, sentence-transformers (f32, as many
 #     threads as cores), SQLite;
-#   - the embedding alone of the chunks Cairn stored (the throughput bench on their text), the
-#     bound a pipelined ingest approaches.
+#   - the embedding alone of the chunks Cairn stored (the throughput bench on their text, the
+#     median of ALONE_REPS=3 passes: one pass varied by up to 11% between rounds on a shared
+#     2-core machine), the bound a pipelined ingest approaches.
 # Prints chunks, seconds and chunks/s of each, the ratios Cairn/Python and ingest/embedding
 # alone, and the load average at start and end.
 #
@@ -74,7 +75,7 @@ embed_alone() { # precision → "chunks seconds" for the chunks the f32 run stor
   sqlite3 "$work/data-f32/cairn.db" "SELECT replace(replace(content, char(10), ' '), char(13), ' ') FROM chunks" >"$work/chunks.txt"
   local out
   out=$(CAIRN_EMBED_MODEL="$model" cargo bench -q --workspace --bench throughput -- \
-    --texts "$work/chunks.txt" --reps 1 --precision "$1" 2>/dev/null)
+    --texts "$work/chunks.txt" --reps "${ALONE_REPS:-3}" --precision "$1" 2>/dev/null)
   python3 - "$out" <<'PY'
 import re, sys
 out = sys.argv[1]

@@ -5,7 +5,8 @@
 //!
 //! The model never runs on the async runtime. [`Embedder::load`] loads the model (blocking: call
 //! it from `spawn_blocking` or before the runtime starts) and spawns [`EmbedConfig::threads`]
-//! plain `std::thread` workers that share it. [`Embedder`] is a cheap `Clone` handle holding the
+//! plain `std::thread` workers that share it; [`Embedder::start`] checks the model directory,
+//! returns, and does the same on a thread of its own (requests wait in the queues meanwhile). [`Embedder`] is a cheap `Clone` handle holding the
 //! sending side of a bounded request queue; each request carries a
 //! [`tokio::sync::oneshot`] sender for its reply. Tokenization, batching, the forward pass and
 //! pooling all happen on the worker that picked the request up, so an `.await` on
@@ -328,8 +329,6 @@ struct Detached {
     info: Arc<Info>,
     model: Arc<Loaded>,
 }
-
-impl Detached {}
 
 fn log_loaded(info: &Info, threads: usize, took: Option<std::time::Duration>) {
     tracing::info!(
