@@ -324,12 +324,6 @@ impl Loaded {
     }
 }
 
-/// The loading thread's part of an [`Embedder`] (see [`Embedder::clone_detached`]).
-struct Detached {
-    info: Arc<Info>,
-    model: Arc<Loaded>,
-}
-
 fn log_loaded(info: &Info, threads: usize, took: Option<std::time::Duration>) {
     tracing::info!(
         model = %info.model_name,
@@ -425,7 +419,9 @@ impl Embedder {
     pub fn start(cfg: EmbedConfig) -> Result<Self, EmbedError> {
         let layout = Layout::read(&cfg)?;
         let (embedder, queues) = Self::handle(&cfg, &layout);
-        let handle = embedder.clone_detached();
+        // The loading thread keeps the description and the model's slot, not the senders
+        // (holding those would keep the queues open after the last real handle is dropped).
+        let (info, slot) = (Arc::clone(&embedder.info), Arc::clone(&embedder.model));
         std::thread::Builder::new()
             .name("cairn-embed-load".to_owned())
             .spawn(move || {
@@ -433,10 +429,10 @@ impl Embedder {
                 let loaded = Model::load(&cfg, layout).map(Arc::new);
                 match loaded {
                     Ok(model) => {
-                        handle.model.set(Ok(Arc::clone(&model)));
+                        slot.set(Ok(Arc::clone(&model)));
                         match queues.serve(&model, cfg.threads) {
                             Ok(()) => {
-                                log_loaded(&handle.info, cfg.threads, Some(started.elapsed()));
+                                log_loaded(&info, cfg.threads, Some(started.elapsed()));
                             }
                             Err(e) => tracing::error!(error = %e, "the embedder did not start"),
                         }
@@ -448,7 +444,7 @@ impl Embedder {
                             EmbedError::ModelLoad(why) => why,
                             other => other.to_string(),
                         };
-                        handle.model.set(Err(why.clone()));
+                        slot.set(Err(why.clone()));
                         queues.refuse(&why);
                     }
                 }
@@ -488,14 +484,6 @@ impl Embedder {
         )
     }
 
-    /// What the loading thread keeps: the description and the model's slot, not the senders
-    /// (holding those would keep the queues open after the last real handle is dropped).
-    fn clone_detached(&self) -> Detached {
-        Detached {
-            info: Arc::clone(&self.info),
-            model: Arc::clone(&self.model),
-        }
-    }
     /// Embedding dimension (the model's hidden size).
     pub fn dim(&self) -> usize {
         self.info.dim

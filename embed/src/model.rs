@@ -297,7 +297,7 @@ impl Layout {
 
 impl Model {
     /// Reads the weights and the tokenizer of the directory `layout` describes (blocking; the
-    /// heavy part of a load: ~0.3 s on 2 cores for MiniLM in bf16), and starts the lanes.
+    /// heavy part of a load: ~0.23 s on 2 cores for MiniLM in bf16), and starts the lanes.
     pub fn load(cfg: &EmbedConfig, layout: Layout) -> Result<Self, EmbedError> {
         let Layout {
             bert_cfg,
